@@ -1,0 +1,1 @@
+"""goldenloop's golden loop: decompose, execute, verify, commit, reflect and retry."""

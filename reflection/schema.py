@@ -1,0 +1,133 @@
+"""The Reflexion memory's data contract: reflections and the failures they explain.
+
+JSON keys are camelCase (`sessionId`, `actionItems`, ...), Python names snake_case.
+Keys this version does not know are kept on read and written back unchanged, so a
+record written by a newer tool survives a round trip through an older one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic.alias_generators import to_camel
+
+
+class CamelModel(BaseModel):
+    """Base for every model stored as JSON: camelCase on disk, snake_case in code."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class FailureCategory(StrEnum):
+    """Why an attempt failed, in Reflexion's terms."""
+
+    ROOT_CAUSE = "root_cause"  # a bug in the code the attempt wrote
+    MISCONCEPTION = "misconception"  # a wrong belief about an API, spec or codebase
+    ENVIRONMENT = "environment"  # missing tool, dependency, permission: not the code
+    APPROACH_ERROR = "approach_error"  # the strategy itself is wrong or repeats itself
+    EDGE_CASE = "edge_case"  # right in general, wrong on a boundary input
+    VERIFICATION = "verification"  # the checks themselves (flaky, wrong command, timeout)
+
+
+class FailureType(StrEnum):
+    """Which verification step failed."""
+
+    TEST_FAILURE = "test_failure"
+    TYPECHECK_FAILURE = "typecheck_failure"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+
+
+class Usage(CamelModel):
+    """Tokens and money of one or more model calls; None means unknown, never zero."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class ReflectionDraft(CamelModel):
+    """The verbal part of a reflection, as a model or the heuristic produces it.
+
+    Lengths are clamped where drafts are made (reflection.generate), not here, so that
+    a longer record written by another tool is still readable.
+    """
+
+    category: FailureCategory
+    analysis: str
+    suggestion: str
+    action_items: list[str] = Field(default_factory=list)
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Reflection(ReflectionDraft):
+    """One line of `.openagents/memory/reflections.jsonl`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(default_factory=new_id)
+    session_id: str
+    task_id: str
+    subtask_id: str
+    attempt_number: int = Field(ge=1)
+    created_at: datetime = Field(default_factory=utc_now)
+    failure_type: FailureType | None = None
+    error_signature: str | None = None
+    files_modified: list[str] | None = None
+    source: Literal["llm", "heuristic"] | None = None
+    model: str | None = None
+    usage: Usage | None = None
+
+    @field_serializer("created_at")
+    def _iso_utc(self, value: datetime) -> str:
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+    def to_json_line(self) -> bytes:
+        """The record as one `\\n`-terminated UTF-8 line."""
+        return orjson.dumps(self.to_dict()) + b"\n"
+
+    @classmethod
+    def from_json_line(cls, line: bytes | str) -> Reflection:
+        """Parse one line; raises ValueError (orjson or pydantic) when it is not a record."""
+        return cls.model_validate(orjson.loads(line))
+
+
+class FailureContext(CamelModel):
+    """Everything the reflection step knows about one failed attempt."""
+
+    session_id: str
+    task_id: str
+    subtask_id: str
+    attempt_number: int = Field(ge=1)
+    subtask_title: str
+    subtask_description: str = ""
+    failure_type: FailureType
+    digest: str  # short failure digest (see reflection.digest), already bounded
+    error_signature: str | None = None
+    failing_tests: list[str] = Field(default_factory=list)
+    files_modified: list[str] = Field(default_factory=list)
+    diff: str = ""  # the attempt's diff, possibly truncated
+    previous_signature: str | None = None  # errorSignature of the attempt before
+
+    @property
+    def repeats_previous(self) -> bool:
+        """The same failure as the attempt before: the last reflection did not help."""
+        return bool(self.error_signature) and self.error_signature == self.previous_signature
