@@ -1,0 +1,580 @@
+"""Where reflections live: a store protocol, an in-memory store and the JSONL store.
+
+The JSONL store keeps `.openagents/memory/reflections.jsonl` (DESIGN §3): append-only,
+one record per line, shared by several processes and by other tools.
+
+Writing. Each append takes an exclusive `fcntl.flock` on a sidecar `<file>.lock`, opens
+the data file with O_APPEND and puts the whole line down with one `os.write`. The lock
+lives on a sidecar rather than on the data file because `prune` replaces the data file
+by rename: a writer that opened the old inode and then waited for a lock on it would
+append to a file nobody reads any more. The sidecar is never renamed or deleted, so
+every process contends for the same lock, and a writer opens the data file only once
+it holds the lock. If a process died mid-write, the file ends without `\\n`; the next
+append then writes `\\n` + record in the same write, so the torn bytes become one
+unparseable line and nothing earlier is touched.
+
+Reading. A store keeps an index from subtask id to the byte ranges of that subtask's
+records, plus the offset up to which the file has been read. Every read stats the file
+and parses only what was appended since; a trailing line without `\\n` is left for the
+next read (it may be a write in progress). If the file shrank or its inode changed
+(another process pruned it), the index is rebuilt from the start. Indexing parses each
+line with orjson and checks that every required key is there; `Reflection` objects are
+validated only for the records `recent` and `iterate` return. A line that cannot be
+read as a record is skipped and logged once per store and line, naming file and line.
+
+Pruning rewrites the file under the lock into a temp file (kept lines byte-for-byte),
+fsyncs it and renames it over the original, so a concurrent reader sees the old file or
+the new one, never half of one. Unparseable complete lines are kept: they belong to
+someone else. A final line without `\\n` that does not parse is a torn write and is
+dropped.
+
+POSIX only (fcntl), like the rest of goldenloop's process handling.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import tempfile
+import threading
+import weakref
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+from pydantic import ValidationError
+
+from reflection.schema import Reflection
+
+log = logging.getLogger("goldenloop.store")
+
+# The keys every record carries (DESIGN §3); a line without one of them is not a record.
+REQUIRED_KEYS = frozenset(
+    {
+        "id",
+        "sessionId",
+        "taskId",
+        "subtaskId",
+        "attemptNumber",
+        "category",
+        "analysis",
+        "suggestion",
+        "actionItems",
+        "confidence",
+        "createdAt",
+    }
+)
+
+_CHUNK = 4 << 20  # bytes per read while scanning; lines longer than this still work
+
+
+@runtime_checkable
+class ReflectionStore(Protocol):
+    """Episodic memory of reflections; `recent` is what a retry prompt reads."""
+
+    def append(self, reflection: Reflection) -> None:
+        """Store one reflection; every reader sees it once this returns."""
+        ...
+
+    def recent(self, subtask_id: str, limit: int = 3) -> list[Reflection]:
+        """At most `limit` reflections of one subtask, the latest appended first."""
+        ...
+
+    def iterate(self) -> Iterator[Reflection]:
+        """Every reflection, in the order they were appended."""
+        ...
+
+    def count(self) -> int:
+        """How many reflections the store holds."""
+        ...
+
+    def prune(self, older_than: datetime) -> int:
+        """Remove reflections created before `older_than`; return how many went."""
+        ...
+
+
+def as_utc(value: datetime) -> datetime:
+    """Naive datetimes are taken as UTC, as the schema writes them."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class InMemoryReflectionStore:
+    """A store for tests and for runs that should leave nothing on disk.
+
+    It keeps its own copies, so a caller mutating a reflection later changes nothing here.
+    """
+
+    def __init__(self, reflections: Iterable[Reflection] = ()) -> None:
+        self._mutex = threading.Lock()
+        self._records: list[Reflection] = []
+        for reflection in reflections:
+            self.append(reflection)
+
+    def append(self, reflection: Reflection) -> None:
+        with self._mutex:
+            self._records.append(reflection.model_copy(deep=True))
+
+    def recent(self, subtask_id: str, limit: int = 3) -> list[Reflection]:
+        if limit <= 0:
+            return []
+        found: list[Reflection] = []
+        with self._mutex:
+            for record in reversed(self._records):
+                if record.subtask_id == subtask_id:
+                    found.append(record.model_copy(deep=True))
+                    if len(found) == limit:
+                        break
+        return found
+
+    def iterate(self) -> Iterator[Reflection]:
+        with self._mutex:
+            snapshot = list(self._records)
+        return (record.model_copy(deep=True) for record in snapshot)
+
+    def count(self) -> int:
+        with self._mutex:
+            return len(self._records)
+
+    def prune(self, older_than: datetime) -> int:
+        cutoff = as_utc(older_than)
+        with self._mutex:
+            kept = [r for r in self._records if as_utc(r.created_at) >= cutoff]
+            removed = len(self._records) - len(kept)
+            self._records = kept
+        return removed
+
+
+class _Handles:
+    """The store's open descriptors, closed by `close()` or when the store is collected."""
+
+    __slots__ = ("read_fd", "lock_fd", "lock_pid")
+
+    def __init__(self) -> None:
+        self.read_fd: int | None = None
+        self.lock_fd: int | None = None
+        self.lock_pid = 0  # flock belongs to the open file, which a fork shares
+
+    def close_read(self) -> None:
+        if self.read_fd is not None:
+            os.close(self.read_fd)
+            self.read_fd = None
+
+    def close(self) -> None:
+        self.close_read()
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+
+def _line_batches(fd: int, pos: int, end: int) -> Iterator[tuple[int, list[bytes]]]:
+    """Complete lines of fd between pos and end, in batches: (offset of first line, lines).
+
+    Lines come without their `\\n`. Bytes after the last `\\n` before `end` are not
+    returned; the caller finds them at the offset after the last batch.
+    """
+    size = _CHUNK
+    while pos < end:
+        chunk = os.pread(fd, min(size, end - pos), pos)
+        if not chunk:
+            return  # the file shrank under us; the next stat notices
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            if pos + len(chunk) >= end:
+                return  # only a partial last line is left
+            size *= 2  # one line longer than the chunk: read more of it
+            continue
+        yield pos, chunk[:cut].split(b"\n")
+        pos += cut + 1
+        size = _CHUNK
+
+
+def _load(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _is_record(obj: Any) -> bool:
+    return type(obj) is dict and obj.keys() >= REQUIRED_KEYS and type(obj["subtaskId"]) is str
+
+
+def _created_before(obj: dict[str, Any], cutoff: datetime) -> bool:
+    """True when the record's createdAt is before cutoff; an unreadable date is kept."""
+    raw = obj.get("createdAt")
+    if not isinstance(raw, str):
+        return False
+    try:
+        return as_utc(datetime.fromisoformat(raw)) < cutoff
+    except ValueError:
+        return False
+
+
+def _why_not_record(obj: Any) -> str:
+    if obj is None:
+        return "not valid JSON"
+    if type(obj) is not dict:
+        return "not a JSON object"
+    missing = sorted(REQUIRED_KEYS - obj.keys())
+    if missing:
+        return "missing " + ", ".join(missing)
+    return "subtaskId is not a string"
+
+
+def _copy_kept(
+    src: int, size: int, write: Callable[[bytes], object], cutoff: datetime
+) -> tuple[int, bool]:
+    """Write every line to keep; return (records removed, whether anything changed)."""
+    removed = 0
+    pos = 0
+    for pos, lines in _line_batches(src, 0, size):
+        for line in lines:
+            obj = _load(line)
+            if _is_record(obj) and _created_before(obj, cutoff):
+                removed += 1
+            else:
+                write(line + b"\n")
+            pos += len(line) + 1
+    if pos >= size:
+        return removed, removed > 0
+    tail = os.pread(src, size - pos, pos)
+    obj = _load(tail)
+    if obj is None:
+        return removed, True  # a torn last write: dropped
+    if _is_record(obj) and _created_before(obj, cutoff):
+        return removed + 1, True
+    write(tail)  # a complete object without `\n`: kept as it is
+    return removed, removed > 0
+
+
+def _describe(exc: Exception) -> str:
+    """One line naming what is wrong, e.g. `confidence: Input should be ... 1`."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors()[:3]
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in errors)
+    return str(exc) or type(exc).__name__
+
+
+class JsonlReflectionStore:
+    """The default store: `.openagents/memory/reflections.jsonl`, safe across processes.
+
+    The API is synchronous: appends and incremental reads are short, so async callers
+    may call it directly. One instance may be shared by threads.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = Path(path)
+        self._lock_path = self._path.with_name(self._path.name + ".lock")
+        self._mutex = threading.Lock()
+        self._handles = _Handles()
+        self._finalizer = weakref.finalize(self, self._handles.close)
+        self._reported: set[tuple[int, int]] = set()  # (hash of line, nth copy) warned about
+        self._reset()
+
+    @classmethod
+    def for_project(cls, project_dir: Path) -> JsonlReflectionStore:
+        """The store of a project: `<project>/.openagents/memory/reflections.jsonl`."""
+        return cls(Path(project_dir) / ".openagents" / "memory" / "reflections.jsonl")
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def skipped_lines(self) -> int:
+        """How many distinct lines this store has skipped (and logged) as unreadable."""
+        return len(self._reported)
+
+    def close(self) -> None:
+        """Release the file descriptors; the store reopens them if used again."""
+        with self._mutex:
+            self._handles.close()
+            self._reset()
+
+    def __enter__(self) -> JsonlReflectionStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"JsonlReflectionStore({str(self._path)!r})"
+
+    # -- writing ----------------------------------------------------------------
+
+    def append(self, reflection: Reflection) -> None:
+        line = reflection.to_json_line()
+        with self._mutex:
+            lock_fd = self._lock_fd()
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                identity, start = self._write_line(line)
+            finally:
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            self._index_own_line(identity, start, len(line), reflection.subtask_id)
+
+    def _lock_fd(self) -> int:
+        """The sidecar lock's descriptor, opened per process so that a fork locks its own."""
+        handles = self._handles
+        if handles.lock_fd is None or handles.lock_pid != os.getpid():
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            if handles.lock_fd is not None:
+                os.close(handles.lock_fd)  # inherited: the parent keeps its own copy
+            handles.lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            handles.lock_pid = os.getpid()
+        return handles.lock_fd
+
+    def _write_line(self, line: bytes) -> tuple[tuple[int, int], int]:
+        """Append line (caller holds the lock); return the file's identity and its offset."""
+        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            st = os.fstat(fd)
+            data = line
+            if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+                data = b"\n" + line  # a torn last line: start ours on a fresh one
+            written = os.write(fd, data)
+            while written < len(data):  # rare short write; still under the lock
+                written += os.write(fd, data[written:])
+            return (st.st_dev, st.st_ino), st.st_size + len(data) - len(line)
+        finally:
+            os.close(fd)
+
+    def _index_own_line(self, identity: tuple[int, int], start: int, size: int, sid: str) -> None:
+        """Index our own append without reading it back, if it directly follows the index."""
+        if identity != self._identity or start != self._end:
+            return  # the index is behind or on another file; the next read catches up
+        self._add(sid, start, start + size - 1)
+        self._end = start + size
+        self._lines += 1
+
+    # -- reading ----------------------------------------------------------------
+
+    def recent(self, subtask_id: str, limit: int = 3) -> list[Reflection]:
+        if limit <= 0:
+            return []
+        with self._mutex:
+            self._refresh()
+            ranges, fd = self._index.get(subtask_id), self._handles.read_fd
+            if not ranges or fd is None:
+                return []
+            found: list[Reflection] = []
+            for i in range(len(ranges) - 2, -1, -2):  # newest last in the file: walk back
+                start, end = ranges[i], ranges[i + 1]
+                record = self._materialize(os.pread(fd, end - start, start), start)
+                if record is None:
+                    del ranges[i : i + 2]  # only entries before i remain to visit
+                    self._count -= 1
+                    continue
+                found.append(record)
+                if len(found) == limit:
+                    break
+            return found
+
+    def iterate(self) -> Iterator[Reflection]:
+        with self._mutex:
+            self._refresh()
+            if self._handles.read_fd is None:
+                return
+            # Our own descriptor, so a rebuild of the index mid-iteration cannot close it.
+            fd, end, identity = os.dup(self._handles.read_fd), self._end, self._identity
+        try:
+            for pos, lines in _line_batches(fd, 0, end):
+                for line in lines:
+                    record = self._iterate_one(line, pos, identity)
+                    pos += len(line) + 1
+                    if record is not None:
+                        yield record
+        finally:
+            os.close(fd)
+
+    def _iterate_one(
+        self, line: bytes, pos: int, identity: tuple[int, int] | None
+    ) -> Reflection | None:
+        obj = _load(line)
+        if not _is_record(obj):
+            return None  # reported when the index read it
+        try:
+            return Reflection.model_validate(obj)
+        except ValidationError as exc:
+            with self._mutex:
+                self._report_invalid(line, pos, exc)
+                if identity == self._identity:
+                    self._forget(obj["subtaskId"], pos)
+            return None
+
+    def count(self) -> int:
+        """Records that parse and carry every required key.
+
+        A record whose values fail validation is counted until `recent` or `iterate`
+        meets it, skips it and reports it.
+        """
+        with self._mutex:
+            self._refresh()
+            return self._count
+
+    def _materialize(self, line: bytes, start: int) -> Reflection | None:
+        try:
+            return Reflection.from_json_line(line)
+        except ValueError as exc:  # orjson and pydantic errors are both ValueErrors
+            self._report_invalid(line, start, exc)
+            return None
+
+    # -- the incremental index --------------------------------------------------
+
+    def _reset(self) -> None:
+        self._identity: tuple[int, int] | None = None
+        self._end = 0  # bytes of the file read into the index
+        self._lines = 0  # complete lines read, for line numbers in warnings
+        self._count = 0
+        self._index: dict[str, array[int]] = {}  # subtask -> [start, end, start, end, ...]
+        self._copies: dict[int, int] = {}  # hash of a bad line -> copies seen in this scan
+
+    def _refresh(self) -> None:
+        """Bring the index up to date with the file (caller holds the mutex)."""
+        try:
+            st = os.stat(self._path)
+        except FileNotFoundError:
+            self._handles.close_read()
+            self._reset()
+            return
+        size = st.st_size
+        if (st.st_dev, st.st_ino) != self._identity or size < self._end:
+            size = self._reopen()
+        if size > self._end:
+            self._scan(size)
+
+    def _reopen(self) -> int:
+        """Start over on whatever file is at the path now; return its size."""
+        self._handles.close_read()
+        self._reset()
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        self._handles.read_fd = fd
+        st = os.fstat(fd)
+        self._identity = (st.st_dev, st.st_ino)
+        return st.st_size
+
+    def _scan(self, size: int) -> None:
+        """Index the complete lines between the indexed end and size."""
+        fd = self._handles.read_fd
+        assert fd is not None
+        loads, decode_error, required = orjson.loads, orjson.JSONDecodeError, REQUIRED_KEYS
+        index, count, line_no = self._index, self._count, self._lines
+        pos = self._end
+        # The hot loop of a cold open: kept flat, with locals, because it runs per line.
+        for pos, lines in _line_batches(fd, self._end, size):
+            for line in lines:
+                line_no += 1
+                nxt = pos + len(line) + 1
+                try:
+                    obj = loads(line)
+                except decode_error:
+                    obj = None
+                if (
+                    type(obj) is dict
+                    and obj.keys() >= required
+                    and type(sid := obj["subtaskId"]) is str
+                ):
+                    ranges = index.get(sid)
+                    if ranges is None:
+                        ranges = index[sid] = array("q")
+                    ranges.append(pos)
+                    ranges.append(nxt - 1)
+                    count += 1
+                elif line.strip():
+                    self._report_line(line, line_no, _why_not_record(obj))
+                pos = nxt
+        self._end, self._count, self._lines = pos, count, line_no
+
+    def _add(self, sid: str, start: int, end: int) -> None:
+        ranges = self._index.get(sid)
+        if ranges is None:
+            ranges = self._index[sid] = array("q")
+        ranges.append(start)
+        ranges.append(end)
+        self._count += 1
+
+    def _forget(self, sid: str, start: int) -> None:
+        ranges = self._index.get(sid)
+        if ranges is None:
+            return
+        for i in range(0, len(ranges), 2):
+            if ranges[i] == start:
+                del ranges[i : i + 2]
+                self._count -= 1
+                return
+
+    # -- reporting skipped lines once -------------------------------------------
+
+    def _report_line(self, line: bytes, line_no: int, reason: str) -> None:
+        key = hash(line)
+        nth = self._copies.get(key, 0) + 1
+        self._copies[key] = nth
+        if (key, nth) in self._reported:
+            return  # seen before this index was rebuilt (after a prune)
+        self._reported.add((key, nth))
+        log.warning("%s:%d: skipping a line that is %s", self._path, line_no, reason)
+
+    def _report_invalid(self, line: bytes, start: int, exc: Exception) -> None:
+        key = (hash(line), 0)  # 0: values that fail validation, distinct from bad lines
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        log.warning("%s: skipping the record at byte %d: %s", self._path, start, _describe(exc))
+
+    # -- pruning ----------------------------------------------------------------
+
+    def prune(self, older_than: datetime) -> int:
+        cutoff = as_utc(older_than)
+        with self._mutex:
+            if not self._path.exists():
+                return 0
+            lock_fd = self._lock_fd()
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                removed = self._rewrite_without(cutoff)
+            finally:
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            return removed
+
+    def _rewrite_without(self, cutoff: datetime) -> int:
+        """Replace the file by one without records older than cutoff (caller holds the lock)."""
+        try:
+            src = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        try:
+            st = os.fstat(src)
+            fd, tmp = tempfile.mkstemp(
+                dir=self._path.parent, prefix=self._path.name + ".", suffix=".tmp"
+            )
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    removed, changed = _copy_kept(src, st.st_size, out.write, cutoff)
+                    out.flush()
+                    os.fchmod(out.fileno(), st.st_mode & 0o7777)
+                    os.fsync(out.fileno())
+                if changed:
+                    os.replace(tmp, self._path)
+                    self._fsync_dir()
+                    log.info("%s: pruned %d reflections before %s", self._path, removed, cutoff)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        finally:
+            os.close(src)
+        return removed
+
+    def _fsync_dir(self) -> None:
+        """Make the rename itself durable."""
+        dir_fd = os.open(self._path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
