@@ -1,0 +1,696 @@
+"""One client for every model call: LiteLLM behind a small protocol, plus a scripted model.
+
+`LiteLLMModel` calls `litellm.acompletion` with litellm's own retries switched off and
+retries here instead, only for transient errors (rate limit, timeout, connection, 5xx),
+with exponential backoff, jitter and the provider's Retry-After. It records tokens and
+cost per call and in running totals; a price litellm does not know is `None`, never 0.
+
+`litellm` is imported lazily (it costs seconds, and left to itself it fetches a price
+list from the network and loads a `.env` file): `import reflection.llm` stays cheap.
+
+The scripted model is a litellm custom provider named `scripted`: the model name
+`scripted/<path to a JSON script>` answers from that script, offline, through litellm's
+real call, error and cost paths. The script format is in docs/SCRIPTED_MODEL.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import logging
+import math
+import os
+import random
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+import anyio
+import orjson
+from pydantic import ConfigDict, Field, ValidationError, field_validator
+
+from reflection.schema import CamelModel
+
+if TYPE_CHECKING:  # only for annotations: importing litellm costs seconds
+    from litellm import ModelResponse
+
+logger = logging.getLogger("goldenloop.llm")
+
+ErrorKind = Literal[
+    "auth",
+    "bad_request",
+    "context_window",
+    "rate_limit",
+    "timeout",
+    "connection",
+    "server",
+    "not_found",
+    "other",
+]
+TRANSIENT_KINDS: frozenset[str] = frozenset({"rate_limit", "timeout", "connection", "server"})
+
+SCRIPTED_PROVIDER = "scripted"
+_SCRIPTED_PREFIX = f"{SCRIPTED_PROVIDER}/"
+# Providers that run on the user's machine and need no key (their base URL has a default).
+_KEYLESS_PREFIXES = (_SCRIPTED_PREFIX, "ollama/", "ollama_chat/")
+
+_MAX_BACKOFF_S = 30.0
+_MAX_RETRY_AFTER_S = 60.0  # a provider asking for longer is better treated as a failure
+_DETAIL_CHARS = 200
+
+# Indirection so tests can observe the delays between attempts without waiting them out.
+_sleep: Callable[[float], Any] = anyio.sleep
+
+
+# ---------------------------------------------------------------------------
+# Public types
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """A model's answer to one `complete` call, with what it cost."""
+
+    text: str
+    model: str
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None  # None: the price is unknown (never 0 unless truly free)
+    latency_s: float  # what the caller waited, retries and backoff included
+
+
+class ModelError(Exception):
+    """A model call failed for good; `transient` says whether a later call might succeed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ErrorKind = "other",
+        transient: bool | None = None,
+        model: str = "",
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        # Derived from the kind unless a caller (a test double, say) states it.
+        self.transient: bool = kind in TRANSIENT_KINDS if transient is None else transient
+        self.model = model
+        self.attempts = attempts
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """What the reflection service and the loop need from a model."""
+
+    name: str
+
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        timeout: float | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatReply: ...
+
+
+# ---------------------------------------------------------------------------
+# Lazy litellm import
+
+_litellm_module: ModuleType | None = None
+_import_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _dotenv_disabled() -> Iterator[None]:
+    """Switch python-dotenv off for the duration of the `import litellm`.
+
+    litellm's `__init__` calls `dotenv.load_dotenv()` when LITELLM_MODE is unset or
+    "DEV"; python-dotenv then looks for `.env` in the current folder (when run as
+    `python -c` or from a REPL) or in the folders above litellm's install. Either way,
+    a user's or a target repository's secrets would silently become environment
+    variables. LITELLM_MODE=PRODUCTION skips that call; PYTHON_DOTENV_DISABLED also
+    covers a user who set LITELLM_MODE=DEV. It is restored afterwards so the user's own
+    use of python-dotenv is unaffected.
+    """
+    if "PYTHON_DOTENV_DISABLED" in os.environ:
+        yield
+        return
+    os.environ["PYTHON_DOTENV_DISABLED"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("PYTHON_DOTENV_DISABLED", None)
+
+
+def _litellm() -> ModuleType:
+    """Import litellm once, offline and without reading `.env`."""
+    global _litellm_module
+    with _import_lock:
+        if _litellm_module is None:
+            # The bundled price list instead of a download from GitHub at import time.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+            with _dotenv_disabled():
+                import litellm
+            # Otherwise litellm prints "Give Feedback / Get Help" banners on every error.
+            litellm.suppress_debug_info = True
+            _litellm_module = litellm
+        return _litellm_module
+
+
+# ---------------------------------------------------------------------------
+# Error mapping
+
+
+def error_kind(exc: BaseException) -> ErrorKind:
+    """Map an exception from litellm (or our own deadline) to an ErrorKind."""
+    # litellm's exception classes subclass openai's; testing the bases also catches an
+    # openai error that a provider path lets through unmapped. openai loads with litellm.
+    import openai
+
+    litellm = _litellm()
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return "context_window"
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return "auth"
+    if isinstance(exc, openai.NotFoundError):
+        return "not_found"
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limit"
+    # APITimeoutError subclasses APIConnectionError: test it first.
+    if isinstance(exc, openai.APITimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
+        return "bad_request"
+    return _kind_from_status(getattr(exc, "status_code", None))
+
+
+def _kind_from_status(status: object) -> ErrorKind:
+    if not isinstance(status, int):
+        return "other"
+    if status >= 500:
+        return "server"
+    by_status: dict[int, ErrorKind] = {
+        400: "bad_request",
+        401: "auth",
+        403: "auth",
+        404: "not_found",
+        408: "timeout",
+        413: "context_window",
+        422: "bad_request",
+        429: "rate_limit",
+    }
+    return by_status.get(status, "other")
+
+
+_PHRASES: dict[str, str] = {
+    "auth": "refused the credentials",
+    "bad_request": "rejected the request",
+    "context_window": "cannot take a prompt this long",
+    "rate_limit": "is rate limited",
+    "timeout": "timed out",
+    "connection": "could not be reached",
+    "server": "had a server error",
+    "not_found": "was not found",
+    "other": "failed",
+}
+
+
+def _detail(exc: BaseException) -> str:
+    """The first line of the error, without litellm's class-name prefix, bounded."""
+    lines = str(exc).strip().splitlines()
+    text = re.sub(r"^litellm\.\w+:\s*", "", lines[0] if lines else "")
+    text = " ".join(text.split()).rstrip(".")
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
+
+
+def _model_error(exc: BaseException, kind: ErrorKind, model: str, attempts: int, timeout: float) -> ModelError:
+    detail = _detail(exc) or (f"no reply within {timeout:g} s" if kind == "timeout" else type(exc).__name__)
+    tail = f" after {attempts} attempts" if attempts > 1 else ""
+    message = f"model {model!r} {_PHRASES[kind]} ({detail}){tail}."
+    return ModelError(message, kind=kind, model=model, attempts=attempts)
+
+
+def _retry_after_s(exc: BaseException) -> float | None:
+    """Seconds the provider asked us to wait (Retry-After / retry-after-ms), if any."""
+    for headers in (getattr(exc, "headers", None), getattr(getattr(exc, "response", None), "headers", None)):
+        if not isinstance(headers, Mapping):
+            continue
+        lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+        if (ms := _as_float(lowered.get("retry-after-ms"))) is not None:
+            return max(ms / 1000.0, 0.0)
+        if (value := lowered.get("retry-after")) is not None:
+            return _parse_retry_after(value)
+    return None
+
+
+def _as_float(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _parse_retry_after(value: str) -> float | None:
+    """Retry-After is either delta-seconds or an HTTP date."""
+    if (seconds := _as_float(value)) is not None:
+        return max(seconds, 0.0)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0)
+
+
+def _retry_delay(attempt: int, backoff_s: float, retry_after: float | None) -> float:
+    """Exponential backoff with equal jitter; a Retry-After (capped) is a floor."""
+    base = min(backoff_s * 2.0 ** (attempt - 1), _MAX_BACKOFF_S)
+    delay = base / 2 + random.uniform(0, base / 2)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, _MAX_RETRY_AFTER_S))
+    return delay
+
+
+# ---------------------------------------------------------------------------
+# The LiteLLM-backed model
+
+
+class LiteLLMModel:
+    """A ChatModel for any litellm model name, with our own retries and accounting."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        timeout: float = 120.0,
+        max_attempts: int = 3,
+        backoff_s: float = 1.0,
+        on_call: Callable[[ChatReply], None] | None = None,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        self.name = name
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.backoff_s = max(backoff_s, 0.0)
+        self.on_call = on_call
+        self.calls = 0
+        self.total_input_tokens = 0
+        self.total_output_tokens = 0
+        self.total_cost_usd: float | None = 0.0  # None once any call's price was unknown
+
+    def __repr__(self) -> str:
+        return f"LiteLLMModel({self.name!r})"
+
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        timeout: float | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatReply:
+        """Ask the model; retry transient errors; raise ModelError when it cannot answer."""
+        litellm = _litellm()
+        if self.name.startswith(_SCRIPTED_PREFIX):
+            register_scripted_provider()
+        limit = timeout if timeout is not None else self.timeout
+        started = time.perf_counter()
+        response = await self._with_retries(litellm, messages, limit, max_tokens)
+        reply = self._reply(litellm, response, time.perf_counter() - started)
+        self._record(reply)
+        return reply
+
+    async def _with_retries(
+        self, litellm: ModuleType, messages: list[dict[str, str]], limit: float, max_tokens: int | None
+    ) -> ModelResponse:
+        attempt = 1
+        while True:
+            try:
+                return await self._attempt(litellm, messages, limit, max_tokens)
+            except Exception as exc:  # cancellation is a BaseException and passes through
+                kind = error_kind(exc)
+                if kind not in TRANSIENT_KINDS or attempt >= self.max_attempts:
+                    raise _model_error(exc, kind, self.name, attempt, limit) from exc
+                delay = _retry_delay(attempt, self.backoff_s, _retry_after_s(exc))
+                logger.warning("model %s: %s on attempt %d, retrying in %.2f s", self.name, kind, attempt, delay)
+            await _sleep(delay)
+            attempt += 1
+
+    async def _attempt(
+        self, litellm: ModuleType, messages: list[dict[str, str]], limit: float, max_tokens: int | None
+    ) -> ModelResponse:
+        # Our own deadline too: custom providers and some SDK paths ignore litellm's timeout.
+        with anyio.fail_after(limit):
+            return await litellm.acompletion(
+                model=self.name,
+                messages=messages,
+                timeout=limit,
+                num_retries=0,
+                max_retries=0,
+                max_tokens=max_tokens,
+            )
+
+    def _reply(self, litellm: ModuleType, response: ModelResponse, latency_s: float) -> ChatReply:
+        choices = getattr(response, "choices", None) or []
+        text = (choices[0].message.content if choices else None) or ""
+        usage = getattr(response, "usage", None)
+        return ChatReply(
+            text=text,
+            model=self.name,
+            input_tokens=getattr(usage, "prompt_tokens", None),
+            output_tokens=getattr(usage, "completion_tokens", None),
+            cost_usd=self._cost(litellm, response),
+            latency_s=latency_s,
+        )
+
+    def _cost(self, litellm: ModuleType, response: ModelResponse) -> float | None:
+        """Price from litellm's map: by our model name first, then by the response's own."""
+        attempts: list[dict[str, Any]] = [{"model": self.name}, {}]
+        for extra in attempts:
+            try:
+                cost = litellm.completion_cost(completion_response=response, **extra)
+            except Exception as exc:  # litellm raises assorted errors for unmapped models
+                logger.debug("model %s: no price (%s)", self.name, exc)
+                continue
+            if isinstance(cost, int | float) and math.isfinite(cost) and cost >= 0:
+                return float(cost)
+        return None
+
+    def _record(self, reply: ChatReply) -> None:
+        self.calls += 1
+        self.total_input_tokens += reply.input_tokens or 0
+        self.total_output_tokens += reply.output_tokens or 0
+        if self.total_cost_usd is not None:
+            self.total_cost_usd = None if reply.cost_usd is None else self.total_cost_usd + reply.cost_usd
+        if self.on_call is not None:
+            try:
+                self.on_call(reply)
+            except Exception:  # a broken run-log hook must not lose a paid-for reply
+                logger.exception("on_call hook failed for model %s", self.name)
+
+
+def missing_api_key(model: str, *, api_base: str | None = None) -> str | None:
+    """One sentence naming the unset environment variables `model` needs, or None if none.
+
+    Local models (scripted/*, ollama/*, or any model given an `api_base`) need no key.
+    """
+    if api_base or model.startswith(_KEYLESS_PREFIXES):
+        return None
+    litellm = _litellm()
+    try:
+        missing = list(litellm.validate_environment(model).get("missing_keys") or [])
+    except Exception as exc:  # an unknown provider: nothing we can say about its keys
+        logger.debug("cannot check the environment for model %s: %s", model, exc)
+        return None
+    if not missing:
+        return None
+    verb = "is" if len(missing) == 1 else "are"
+    return f"model {model!r} needs {_join(missing)}, which {verb} not set."
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+# ---------------------------------------------------------------------------
+# The scripted model: script format
+
+ScriptErrorKind = Literal[
+    "rate_limit", "timeout", "auth", "bad_request", "context_window", "connection", "server", "not_found"
+]
+
+
+class _ScriptPricing(CamelModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input_cost_per_token: float = Field(ge=0)
+    output_cost_per_token: float = Field(ge=0)
+
+
+class _ScriptUsage(CamelModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+
+
+class _ScriptEntry(CamelModel):
+    # Unknown keys are errors: a misspelt "reply" would otherwise answer "" silently.
+    model_config = ConfigDict(extra="forbid")
+
+    match: str | None = None
+    reply: str = ""
+    times: int | None = Field(default=1, ge=1)  # null: unlimited
+    error: ScriptErrorKind | None = None
+    delay: float = Field(default=0.0, ge=0)
+    usage: _ScriptUsage | None = None
+    retry_after: float | None = Field(default=None, ge=0)
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"match is not a valid regular expression: {exc}") from exc
+        return value
+
+
+class _Script(CamelModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pricing: _ScriptPricing | None = None
+    replies: list[_ScriptEntry]
+
+
+def scripted_script(
+    replies: list[dict[str, Any]],
+    *,
+    pricing: dict[str, float] | None = None,
+    dir: Path | str,  # noqa: A002 - the name callers use
+) -> str:
+    """Write a script file into `dir` and return its model name `scripted/<abs path>`."""
+    body: dict[str, Any] = {"replies": replies}
+    if pricing is not None:
+        body["pricing"] = pricing
+    _Script.model_validate(body)  # fail here, not at the first call
+    fd, path = tempfile.mkstemp(prefix="script-", suffix=".json", dir=dir)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(orjson.dumps(body, option=orjson.OPT_INDENT_2))
+    return _SCRIPTED_PREFIX + str(Path(path).resolve())
+
+
+# ---------------------------------------------------------------------------
+# The scripted model: per-process state
+
+_state_lock = threading.Lock()
+_uses: dict[Path, dict[int, int]] = {}  # resolved script path -> entry index -> times used
+_registered_prices: dict[str, tuple[float, float]] = {}
+
+
+def reset_scripted_state() -> None:
+    """Forget how often each script entry was used (registered prices stay)."""
+    with _state_lock:
+        _uses.clear()
+
+
+def _load_script(litellm: ModuleType, path: Path) -> _Script:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise litellm.NotFoundError(
+            message=f"the script {path} cannot be read: {exc.strerror}", model=str(path), llm_provider=SCRIPTED_PROVIDER
+        ) from exc
+    try:
+        return _Script.model_validate(orjson.loads(raw))
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        raise litellm.BadRequestError(
+            message=f"the script {path} is not valid: {_script_problem(exc)}",
+            model=str(path),
+            llm_provider=SCRIPTED_PROVIDER,
+        ) from exc
+
+
+def _script_problem(exc: orjson.JSONDecodeError | ValidationError) -> str:
+    """`replies.0.times: Input should be ...` rather than pydantic's multi-line report."""
+    if isinstance(exc, orjson.JSONDecodeError):
+        return f"not JSON ({exc})"
+    problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3]]
+    return "; ".join(problems)
+
+
+def _register_price(litellm: ModuleType, model_name: str, pricing: _ScriptPricing) -> None:
+    """Tell litellm the script's price, so completion_cost prices it the normal way."""
+    price = (pricing.input_cost_per_token, pricing.output_cost_per_token)
+    with _state_lock:
+        if _registered_prices.get(model_name) == price:
+            return
+        _registered_prices[model_name] = price
+    litellm.register_model(
+        {
+            model_name: {
+                "litellm_provider": SCRIPTED_PROVIDER,
+                "mode": "chat",
+                "input_cost_per_token": price[0],
+                "output_cost_per_token": price[1],
+                # No prompt cache: cached tokens cost the same (also stops a litellm warning).
+                "cache_read_input_token_cost": price[0],
+                "cache_creation_input_token_cost": price[0],
+            }
+        }
+    )
+
+
+def _content_text(content: object) -> str:
+    """Message content as text: a string, or the text parts of a multi-part content."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return _content_text(message.get("content"))
+    return ""
+
+
+def _take_entry(litellm: ModuleType, path: Path, script: _Script, text: str) -> _ScriptEntry:
+    """The first entry in file order that matches and has uses left; counts the use."""
+    with _state_lock:
+        used = _uses.setdefault(path, {})
+        for index, entry in enumerate(script.replies):
+            if entry.times is not None and used.get(index, 0) >= entry.times:
+                continue
+            if entry.match is not None and re.search(entry.match, text, re.DOTALL) is None:
+                continue
+            used[index] = used.get(index, 0) + 1
+            return entry
+    raise litellm.BadRequestError(
+        message=f"the script {path} has no reply left for this call",
+        model=str(path),
+        llm_provider=SCRIPTED_PROVIDER,
+    )
+
+
+def _script_error(litellm: ModuleType, entry: _ScriptEntry, model: str) -> Exception:
+    """The litellm exception a real provider would raise for this kind of failure."""
+    kind = entry.error
+    common: dict[str, Any] = {"message": f"scripted {kind} error", "model": model, "llm_provider": SCRIPTED_PROVIDER}
+    if kind == "rate_limit":
+        headers = None if entry.retry_after is None else {"retry-after": f"{entry.retry_after:g}"}
+        rate_limited: Exception = litellm.RateLimitError(**common, headers=headers)
+        return rate_limited
+    classes: dict[str, type[Exception]] = {
+        "timeout": litellm.Timeout,
+        "auth": litellm.AuthenticationError,
+        "bad_request": litellm.BadRequestError,
+        "context_window": litellm.ContextWindowExceededError,
+        "connection": litellm.APIConnectionError,
+        "server": litellm.InternalServerError,
+        "not_found": litellm.NotFoundError,
+    }
+    return classes[str(kind)](**common)
+
+
+def _estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+# ---------------------------------------------------------------------------
+# The scripted model: litellm provider
+
+
+class _ScriptedCall:
+    """One call's plan: which entry answers, and how the response looks."""
+
+    def __init__(self, litellm: ModuleType, model: str, messages: list[dict[str, Any]]) -> None:
+        self.litellm = litellm
+        self.model = model
+        path = Path(model).resolve()
+        script = _load_script(litellm, path)
+        if script.pricing is not None:
+            _register_price(litellm, _SCRIPTED_PREFIX + model, script.pricing)
+        self.entry = _take_entry(litellm, path, script, _last_user_text(messages))
+        self.prompt_text = "\n".join(_content_text(m.get("content")) for m in messages)
+
+    def respond(self, model_response: ModelResponse) -> ModelResponse:
+        entry = self.entry
+        if entry.error is not None:
+            raise _script_error(self.litellm, entry, self.model)
+        model_response.choices[0].message.content = entry.reply
+        model_response.choices[0].finish_reason = "stop"
+        model_response.model = _SCRIPTED_PREFIX + self.model
+        usage = entry.usage or _ScriptUsage(
+            input_tokens=_estimate_tokens(self.prompt_text), output_tokens=_estimate_tokens(entry.reply)
+        )
+        model_response.usage = self.litellm.Usage(
+            prompt_tokens=usage.input_tokens,
+            completion_tokens=usage.output_tokens,
+            total_tokens=usage.input_tokens + usage.output_tokens,
+        )
+        return model_response
+
+
+def _scripted_handler(litellm: ModuleType) -> object:
+    """An instance of a litellm.CustomLLM subclass (built here: litellm loads lazily)."""
+
+    custom_llm: Any = litellm.CustomLLM
+
+    class ScriptedLLM(custom_llm):  # type: ignore[misc]
+        def completion(self, model: str, messages: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+            call = _ScriptedCall(litellm, model, messages)
+            if call.entry.delay:
+                time.sleep(call.entry.delay)
+            return call.respond(kwargs["model_response"])
+
+        async def acompletion(self, model: str, messages: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+            call = _ScriptedCall(litellm, model, messages)
+            if call.entry.delay:
+                await anyio.sleep(call.entry.delay)
+            return call.respond(kwargs["model_response"])
+
+    return ScriptedLLM()
+
+
+def register_scripted_provider() -> None:
+    """Make `scripted/<script path>` a litellm model name (idempotent)."""
+    litellm = _litellm()
+    with _state_lock:
+        if any(item.get("provider") == SCRIPTED_PROVIDER for item in litellm.custom_provider_map):
+            return
+        litellm.custom_provider_map.append(
+            {"provider": SCRIPTED_PROVIDER, "custom_handler": _scripted_handler(litellm)}
+        )
+
+
+__all__ = [
+    "TRANSIENT_KINDS",
+    "ChatModel",
+    "ChatReply",
+    "ErrorKind",
+    "LiteLLMModel",
+    "ModelError",
+    "ScriptErrorKind",
+    "error_kind",
+    "missing_api_key",
+    "register_scripted_provider",
+    "reset_scripted_state",
+    "scripted_script",
+]
