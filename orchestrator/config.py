@@ -1,0 +1,340 @@
+"""Project configuration: `.openagents/project.json` plus environment overrides.
+
+Every key is optional; a missing file means all defaults. Types are checked strictly
+(`"3"` is not an integer, `1` is not a boolean) because a config file that means
+something other than what it says is worse than one that fails to load. A wrong value
+is a `ConfigError` naming the key path; an unknown key is a warning naming it, with the
+nearest known key suggested, and is otherwise ignored.
+
+Environment overrides, for batch runs that must flip a switch without editing the file:
+`GOLDENLOOP_REFLEXION` (on/off, 1/0, true/false, yes/no) -> `reflexion.enabled`,
+`GOLDENLOOP_MODEL` -> `defaultModel`, `GOLDENLOOP_REFLECTION_MODEL` -> `reflexion.model`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import orjson
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
+
+from reflection.schema import CamelModel
+
+log = logging.getLogger("goldenloop.config")
+
+CONFIG_NAME = "project.json"
+ENV_REFLEXION = "GOLDENLOOP_REFLEXION"
+ENV_MODEL = "GOLDENLOOP_MODEL"
+ENV_REFLECTION_MODEL = "GOLDENLOOP_REFLECTION_MODEL"
+
+_TRUE_WORDS = frozenset({"1", "on", "true", "yes"})
+_FALSE_WORDS = frozenset({"0", "off", "false", "no"})
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message is one sentence for the user."""
+
+
+class _ConfigModel(CamelModel):
+    # Unknown keys are dropped by the loader before validation (and reported), so
+    # "ignore" here only matters for code that builds these models directly.
+    model_config = ConfigDict(extra="ignore")
+
+
+class ReflexionConfig(_ConfigModel):
+    """The Reflexion switch and its limits."""
+
+    enabled: bool = True
+    max_reflections_per_retry: int = Field(default=3, ge=1)
+    max_retries: int = Field(default=3, ge=1)
+    use_llm: bool = Field(default=True, alias="useLLM")  # False: heuristic reflections only
+    model: str | None = Field(default=None, min_length=1)  # None: use defaultModel
+    generation_timeout_ms: int = Field(default=30_000, ge=1)
+    retention_days: int = Field(default=90, ge=1)
+
+
+class ExecutorConfig(_ConfigModel):
+    """Who edits the code: the builtin LLM editor or an external agent command."""
+
+    kind: Literal["builtin", "command"] = "builtin"
+    # A shell template; `{prompt_file}` and `{repo}` are filled in by the executor.
+    command: str | None = Field(default=None, min_length=1)
+    timeout_seconds: float = Field(default=900, gt=0)
+    max_context_bytes: int = Field(default=60_000, ge=1)
+
+    @model_validator(mode="after")
+    def _command_when_kind_is_command(self) -> Self:
+        if self.kind == "command" and self.command is None:
+            raise ValueError('command must be set when kind is "command"')
+        return self
+
+
+class TimeoutsConfig(_ConfigModel):
+    """Wall-clock limits for verification commands and single model calls."""
+
+    verify_seconds: float = Field(default=600, gt=0)
+    model_seconds: float = Field(default=120, gt=0)
+
+
+class ProjectConfig(_ConfigModel):
+    """The whole of `.openagents/project.json`, every key with its default."""
+
+    project_id: str | None = Field(default=None, min_length=1)  # None: the directory's name
+    default_branch: str = Field(default="main", min_length=1)
+    test_commands: list[str] = Field(default_factory=list)
+    typecheck_commands: list[str] = Field(default_factory=list)
+    default_model: str = Field(default="gpt-4o-mini", min_length=1)  # any litellm model name
+    reflexion: ReflexionConfig = Field(default_factory=ReflexionConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+    digest_tokens: int = Field(default=1500, ge=1)
+    # Tasks whose title + description is shorter run as one subtask, with no planning
+    # call; 0 turns decomposition off altogether.
+    decompose_min_chars: int = Field(default=400, ge=0)
+    max_tasks_per_run: int | None = Field(default=None, ge=1)
+    max_runtime_minutes: float | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    parallel_execution: int = Field(default=1, ge=1)  # overnight workers
+    # On escalation: put the subtask's base tree back, or leave the last attempt's edits.
+    failure_cleanup: Literal["restore", "keep"] = "restore"
+    commit_bookkeeping: bool = True  # commit .openagents/ changes when a task ends
+
+    @property
+    def reflection_model(self) -> str:
+        """The model that writes reflections: reflexion.model, else defaultModel."""
+        return self.reflexion.model or self.default_model
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A validated config and what the user should hear about how it was read."""
+
+    config: ProjectConfig
+    warnings: list[str] = field(default_factory=list)
+    path: Path | None = None  # None: no file, defaults were used
+    # Environment overrides that took effect, e.g. "reflexion.enabled=false (GOLDENLOOP_REFLEXION)".
+    overrides: list[str] = field(default_factory=list)
+
+
+def config_path(project_dir: Path) -> Path:
+    return Path(project_dir) / ".openagents" / CONFIG_NAME
+
+
+def load_config(project_dir: Path, env: Mapping[str, str] = os.environ) -> LoadedConfig:
+    """Read, check and complete the project's config; raise ConfigError when unusable."""
+    project_dir = Path(project_dir)
+    path = config_path(project_dir)
+    raw = _read_json(path)
+    notices: list[str] = []
+    if raw is None:
+        notices.append(f"no .openagents/{CONFIG_NAME}: using defaults")
+        log.info("%s", notices[0])  # normal for a new project: not a logged warning
+    unknown: list[str] = []
+    known = _drop_unknown_keys(raw or {}, ProjectConfig, "", unknown)
+    for line in unknown:
+        log.warning("%s", line)
+    config, overrides = _apply_env(_validate(known), env)
+    for line in overrides:
+        log.info("override: %s", line)
+    if config.project_id is None:
+        config = config.model_copy(update={"project_id": project_dir.resolve().name})
+    return LoadedConfig(
+        config=config,
+        warnings=notices + unknown,
+        path=None if raw is None else path,
+        overrides=overrides,
+    )
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    # Editors on some systems prepend a byte order mark; it carries no meaning in JSON.
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{CONFIG_NAME} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{CONFIG_NAME} must be a JSON object (got {_json_kind(value)})")
+    return value
+
+
+def _drop_unknown_keys(
+    data: dict[str, Any], model: type[CamelModel], prefix: str, warnings: list[str]
+) -> dict[str, Any]:
+    """A copy of `data` with only the keys `model` knows (by alias), recursively.
+
+    Snake_case spellings of known keys count as unknown: the file format is camelCase,
+    and accepting both would make two spellings of one key silently disagree.
+    """
+    fields = {info.alias or name: info for name, info in model.model_fields.items()}
+    kept: dict[str, Any] = {}
+    for key, value in data.items():
+        info = fields.get(key)
+        if info is None:
+            warnings.append(_unknown_key_warning(prefix + key, key, list(fields)))
+            continue
+        nested = info.annotation
+        if isinstance(value, dict) and isinstance(nested, type) and issubclass(nested, CamelModel):
+            value = _drop_unknown_keys(value, nested, f"{prefix}{key}.", warnings)
+        kept[key] = value
+    return kept
+
+
+def _unknown_key_warning(path: str, key: str, known: list[str]) -> str:
+    message = f"{CONFIG_NAME}: unknown key {path} (ignored)"
+    suggestion = _nearest(key, known)
+    return f"{message}; did you mean {suggestion}?" if suggestion else message
+
+
+def _nearest(key: str, known: list[str]) -> str | None:
+    # Compare case- and separator-blind, so useLlm -> useLLM and max_retries -> maxRetries.
+    def fold(text: str) -> str:
+        return text.lower().replace("_", "").replace("-", "")
+
+    by_fold = {fold(name): name for name in known}
+    match = difflib.get_close_matches(fold(key), list(by_fold), n=1, cutoff=0.75)
+    return by_fold[match[0]] if match else None
+
+
+# --- validation ------------------------------------------------------------------------
+
+
+def _validate(data: dict[str, Any]) -> ProjectConfig:
+    try:
+        return ProjectConfig.model_validate(data, strict=True)
+    except ValidationError as exc:
+        errors = exc.errors()
+        message = _describe(errors[0])
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        raise ConfigError(message) from None
+
+
+_TYPE_PHRASES = {
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "dict_type": "must be an object",
+    "finite_number": "must be a finite number",
+}
+
+
+def _describe(error: ErrorDetails) -> str:
+    """One sentence for one pydantic error: `project.json: <key path> <problem> (got ...)`."""
+    path = _key_path(error["loc"])
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "value_error":  # our own model validators; the message names the key
+        reason = str(ctx.get("error", error["msg"]))
+        return f"{CONFIG_NAME}: {path}: {reason}" if path else f"{CONFIG_NAME}: {reason}"
+    phrase = _TYPE_PHRASES.get(kind) or _constraint_phrase(kind, ctx) or _fallback(error)
+    return f"{CONFIG_NAME}: {path} {phrase} (got {_show(error['input'])})"
+
+
+def _constraint_phrase(kind: str, ctx: dict[str, Any]) -> str | None:
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx['ge']:g}"
+    if kind == "greater_than":
+        return f"must be greater than {ctx['gt']:g}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']:g}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "literal_error":
+        return f"must be one of {ctx['expected']}"
+    return None
+
+
+def _fallback(error: ErrorDetails) -> str:
+    msg = error["msg"]
+    return "is invalid: " + msg[:1].lower() + msg[1:]
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        else:
+            parts.append(f".{part}" if parts else part)
+    return "".join(parts)
+
+
+def _show(value: Any) -> str:
+    text = orjson.dumps(value, default=repr).decode()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return "a " + ("boolean" if isinstance(value, bool) else "number")
+
+
+# --- environment -----------------------------------------------------------------------
+
+
+def _apply_env(config: ProjectConfig, env: Mapping[str, str]) -> tuple[ProjectConfig, list[str]]:
+    """Apply the GOLDENLOOP_* overrides; an empty variable counts as unset."""
+    overrides: list[str] = []
+    reflexion_update: dict[str, Any] = {}
+    top_update: dict[str, Any] = {}
+
+    switch = env.get(ENV_REFLEXION, "").strip()
+    if switch:
+        enabled = _parse_switch(switch)
+        reflexion_update["enabled"] = enabled
+        overrides.append(f"reflexion.enabled={str(enabled).lower()} ({ENV_REFLEXION})")
+    model = env.get(ENV_MODEL, "").strip()
+    if model:
+        top_update["default_model"] = model
+        overrides.append(f"defaultModel={model} ({ENV_MODEL})")
+    reflection_model = env.get(ENV_REFLECTION_MODEL, "").strip()
+    if reflection_model:
+        reflexion_update["model"] = reflection_model
+        overrides.append(f"reflexion.model={reflection_model} ({ENV_REFLECTION_MODEL})")
+
+    if reflexion_update:
+        top_update["reflexion"] = config.reflexion.model_copy(update=reflexion_update)
+    return (config.model_copy(update=top_update) if top_update else config), overrides
+
+
+def _parse_switch(value: str) -> bool:
+    word = value.lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise ConfigError(
+        f"{ENV_REFLEXION} must be one of on/off, 1/0, true/false, yes/no (got {value!r})"
+    )

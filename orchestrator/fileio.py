@@ -1,0 +1,128 @@
+"""Small file helpers shared by the orchestrator: atomic rewrites and cross-process locks.
+
+`atomic_write` guarantees a reader (or a crash) sees either the old file or the new one,
+never half of each. `file_lock` serialises read-modify-write cycles between processes
+with an advisory `flock` on a sidecar file, so the data file itself is only ever replaced,
+never locked or truncated in place.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+log = logging.getLogger("goldenloop.fileio")
+
+_POLL_START_S = 0.005
+_POLL_MAX_S = 0.1
+
+
+class LockTimeout(TimeoutError):
+    """The lock stayed held by someone else for longer than the caller would wait."""
+
+
+def _read_umask() -> int:
+    # os.umask can only be read by setting it; done once, at import, before any threads.
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+_NEW_FILE_MODE = 0o666 & ~_read_umask()
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that it is never seen half-written, even after a crash.
+
+    The data goes to a temporary file in the same directory (a rename is only atomic
+    within one file system), is flushed and fsynced, renamed over `path`, and the
+    directory is fsynced so the rename itself survives a power loss. An existing file's
+    permission bits are kept; a new file gets the usual umask-derived mode.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    _fsync_directory(path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return _NEW_FILE_MODE
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        # Some file systems (certain network mounts) refuse to fsync a directory; the
+        # rename has happened, only its durability across a power cut is weaker.
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+        log.debug("cannot fsync directory %s: %s", directory, exc)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def file_lock(path: Path, *, timeout_s: float | None = 10.0) -> Iterator[None]:
+    """Hold an exclusive advisory lock on the sidecar file `path` for the `with` block.
+
+    The lock file (and its parent directories) is created when missing and left in
+    place afterwards: deleting it would let two processes lock two different inodes.
+    `timeout_s=None` waits for as long as it takes. The lock is not re-entrant: taking
+    it twice in one process, even from one thread, waits for itself.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        _acquire(fd, path, timeout_s)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _acquire(fd: int, path: Path, timeout_s: float | None) -> None:
+    if timeout_s is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + timeout_s
+    pause = _POLL_START_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LockTimeout(
+                    f"could not lock {path} within {timeout_s:g}s: "
+                    "another goldenloop process is holding it"
+                ) from None
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, _POLL_MAX_S)

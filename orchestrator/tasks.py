@@ -1,0 +1,351 @@
+"""The task backlog: `.openagents/tasks.jsonl`, one task per line.
+
+The file belongs to the user and to other tools as much as to us, so a rewrite changes
+only what it must: lines it does not touch are written back byte-for-byte (malformed
+ones included), and the one line it changes keeps every key this version does not know,
+in its place. Each mutation takes a cross-process lock, re-reads the file (another
+process may have changed it since) and replaces it atomically.
+
+A blocked task records its reason in `closeReason`, the only reason key the data
+contract has; its `status` ("blocked" vs "closed") tells the two meanings apart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import Field, ValidationError, field_serializer
+
+from orchestrator.fileio import atomic_write, file_lock
+from reflection.schema import CamelModel
+
+log = logging.getLogger("goldenloop.tasks")
+
+TaskStatus = Literal["open", "in_progress", "blocked", "closed"]
+DepType = Literal["blocks", "related", "parent-child", "discovered-from"]
+
+# Dependency types that hold a task back until their target is closed.
+_GATING_DEPS = frozenset({"blocks", "parent-child"})
+_ACTIVE = frozenset({"open", "in_progress"})
+
+
+class TaskFileError(Exception):
+    """The task file is missing or does not hold what was asked for; one sentence."""
+
+
+class Dep(CamelModel, extra="allow"):
+    """A dependency of one task on another."""
+
+    id: str
+    type: DepType = "blocks"
+
+
+class Task(CamelModel, extra="allow"):
+    """One line of tasks.jsonl; keys this version does not know are kept as extras."""
+
+    id: str = Field(min_length=1)
+    title: str
+    description: str = ""
+    status: TaskStatus = "open"
+    priority: int = Field(default=2, ge=0, le=4)  # 0 is the most urgent
+    type: str = "task"
+    labels: list[str] = Field(default_factory=list)
+    deps: list[Dep] = Field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    closed_at: datetime | None = None
+    close_reason: str | None = None
+    commits: list[str] = Field(default_factory=list)
+    acceptance_criteria: str | list[str] | None = None
+
+    @field_serializer("created_at", "updated_at", "closed_at")
+    def _iso_utc(self, value: datetime | None) -> str | None:
+        return None if value is None else iso_utc(value)
+
+
+def iso_utc(value: datetime) -> str:
+    """ISO-8601 in UTC with a `Z`; a naive datetime is taken to be UTC already."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _now() -> datetime:
+    # Whole seconds: the stamps are for people and for ordering, not for profiling.
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One physical line of the file, as read."""
+
+    raw: bytes  # exactly as on disk, including its line terminator
+    data: dict[str, Any] | None = None  # the JSON object, when the line is a task
+    task: Task | None = None
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    lines: list[_Line]
+    warnings: list[str]
+
+    def index_of(self, task_id: str) -> int:
+        for index, line in enumerate(self.lines):
+            if line.task is not None and line.task.id == task_id:
+                return index
+        raise TaskFileError(f"no task with id {task_id}")
+
+    def tasks(self) -> list[Task]:
+        return [line.task for line in self.lines if line.task is not None]
+
+
+class TaskBoard:
+    """Read and update a tasks.jsonl file; safe to use from several processes at once.
+
+    The file is read when the board is made (TaskFileError if it is missing) and again
+    by every query and mutation, so a long run sees other processes' changes.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        lock_timeout_s: float | None = 10.0,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.path = Path(path)
+        self.lock_path = self.path.with_suffix(self.path.suffix + ".lock")
+        self._lock_timeout_s = lock_timeout_s
+        self._clock = clock
+        self._logged: set[str] = set()
+        # Read now, so that a missing or unreadable file is reported where the board is made.
+        self._snapshot = self._read()
+
+    @classmethod
+    def for_project(cls, project_dir: Path, **kwargs: Any) -> TaskBoard:
+        return cls(Path(project_dir) / ".openagents" / "tasks.jsonl", **kwargs)
+
+    # --- reading -----------------------------------------------------------------------
+
+    @property
+    def warnings(self) -> list[str]:
+        """One line per malformed or duplicate line, as of the last read."""
+        return list(self._snapshot.warnings)
+
+    def tasks(self) -> list[Task]:
+        """Every valid task, in file order (re-reads the file)."""
+        return self._read().tasks()
+
+    def get(self, task_id: str) -> Task:
+        snapshot = self._read()
+        task = snapshot.lines[snapshot.index_of(task_id)].task
+        assert task is not None  # index_of only returns task lines
+        return task
+
+    def ready(self) -> list[Task]:
+        """Open or in-progress tasks whose blocking deps are all closed, most urgent first.
+
+        Order: priority, then createdAt (tasks without one last), then id. A dependency
+        on an id that is not in the file counts as not closed: a typo must not unblock.
+        """
+        tasks = self.tasks()
+        closed = {task.id for task in tasks if task.status == "closed"}
+        ready = [task for task in tasks if task.status in _ACTIVE and _unblocked(task, closed)]
+        return sorted(ready, key=_ready_order)
+
+    def next_ready(self) -> Task | None:
+        ready = self.ready()
+        return ready[0] if ready else None
+
+    # --- mutations ---------------------------------------------------------------------
+
+    def claim(self, task_id: str) -> Task:
+        """Mark a task in progress; a closed task must be reopened first."""
+
+        def change(task: Task) -> dict[str, Any]:
+            if task.status == "closed":
+                raise TaskFileError(f"task {task_id} is closed: reopen it before working on it")
+            return {"status": "in_progress"}
+
+        return self._mutate(task_id, change)
+
+    def close(self, task_id: str, reason: str, commits: list[str] | None = None) -> Task:
+        """Close a task, stamping closedAt and appending the commits it produced."""
+
+        def change(task: Task) -> dict[str, Any]:
+            added = [sha for sha in commits or [] if sha not in task.commits]
+            return {
+                "status": "closed",
+                "closed_at": self._clock(),
+                "close_reason": reason,
+                "commits": [*task.commits, *added],
+            }
+
+        return self._mutate(task_id, change)
+
+    def block(self, task_id: str, reason: str) -> Task:
+        """Mark a task blocked (escalated); the reason goes in closeReason."""
+        return self._mutate(task_id, lambda _task: {"status": "blocked", "close_reason": reason})
+
+    def reopen(self, task_id: str) -> Task:
+        """Put a task back to open (an interrupted run, or a human unblocking it)."""
+        return self._mutate(
+            task_id, lambda _task: {"status": "open", "closed_at": None, "close_reason": None}
+        )
+
+    def update(self, task_id: str, **changes: Any) -> Task:
+        """Change any fields (snake_case names, or extra keys as they are spelled)."""
+        if "id" in changes:
+            raise ValueError("a task's id cannot be changed")
+        return self._mutate(task_id, lambda _task: changes)
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _read(self) -> _Snapshot:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            raise TaskFileError(self._missing_message()) from None
+        except OSError as exc:
+            raise TaskFileError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        snapshot = _parse(data, self.path.name)
+        for warning in snapshot.warnings:
+            if warning not in self._logged:  # say each problem once per board
+                self._logged.add(warning)
+                log.warning("%s", warning)
+        self._snapshot = snapshot
+        return snapshot
+
+    def _missing_message(self) -> str:
+        parent = self.path.parent
+        if parent.name == ".openagents":
+            where = f".openagents/{self.path.name} in {parent.parent}"
+        else:
+            where = f"{self.path.name} in {parent}"
+        return f"no {where}: create it with one task per line, see README"
+
+    def _mutate(self, task_id: str, change: Callable[[Task], dict[str, Any]]) -> Task:
+        if not self.path.exists():  # before locking, so a typo'd path creates nothing
+            raise TaskFileError(self._missing_message())
+        with file_lock(self.lock_path, timeout_s=self._lock_timeout_s):
+            snapshot = self._read()
+            index = snapshot.index_of(task_id)
+            line = snapshot.lines[index]
+            assert line.task is not None and line.data is not None
+            changes = {"updated_at": self._clock(), **change(line.task)}
+            task = _apply(line.task, changes)
+            new_line = _rewrite(line, task)
+            lines = [*snapshot.lines[:index], new_line, *snapshot.lines[index + 1 :]]
+            atomic_write(self.path, b"".join(item.raw for item in lines))
+            self._snapshot = _Snapshot(lines, snapshot.warnings)
+        log.debug("task %s: %s", task_id, ", ".join(sorted(changes)))
+        return task
+
+
+def _unblocked(task: Task, closed: set[str]) -> bool:
+    return all(dep.id in closed for dep in task.deps if dep.type in _GATING_DEPS)
+
+
+def _ready_order(task: Task) -> tuple[int, bool, datetime, str]:
+    created = task.created_at
+    if created is not None and created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    # (missing?, value) so tasks without createdAt sort after every dated one.
+    return (task.priority, created is None, created or datetime.min.replace(tzinfo=UTC), task.id)
+
+
+def _parse(data: bytes, name: str) -> _Snapshot:
+    lines: list[_Line] = []
+    warnings: list[str] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(_split_lines(data), start=1):
+        line, problem = _parse_line(raw)
+        if line.task is not None and line.task.id in seen:
+            problem = f"repeats the id {line.task.id} of line {seen[line.task.id]}"
+            line = _Line(raw)
+        if problem:
+            warnings.append(f"{name} line {number} is not a valid task (kept as is): {problem}")
+        elif line.task is not None:
+            seen[line.task.id] = number
+        lines.append(line)
+    return _Snapshot(lines, warnings)
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    """Lines with their `\\n` kept, so that joining them gives back `data` exactly."""
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])  # a last line without a terminator
+    return lines
+
+
+def _parse_line(raw: bytes) -> tuple[_Line, str | None]:
+    body = raw.strip()
+    if not body:
+        return _Line(raw), None  # blank lines are allowed and kept
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        return _Line(raw), f"not JSON ({exc.msg})"
+    if not isinstance(data, dict):
+        return _Line(raw), "not a JSON object"
+    try:
+        task = Task.model_validate(data)
+    except ValidationError as exc:
+        return _Line(raw), _first_problem(exc)
+    return _Line(raw, data, task), None
+
+
+def _first_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"]) or "line"
+    return f"{where}: {error['msg']}"
+
+
+def _apply(task: Task, changes: dict[str, Any]) -> Task:
+    """The task with `changes` applied, validated like a freshly read line."""
+    merged = {**task.model_dump(), **changes}
+    try:
+        return Task.model_validate(merged)
+    except ValidationError as exc:
+        raise ValueError(f"invalid change to task {task.id}: {_first_problem(exc)}") from None
+
+
+def _rewrite(line: _Line, task: Task) -> _Line:
+    """The line's JSON object with only the changed keys replaced, order kept."""
+    assert line.data is not None and line.task is not None
+    before = _dump(line.task)
+    data = dict(line.data)
+    for key, value in _dump(task).items():
+        if before.get(key, _MISSING) == value:
+            continue  # untouched keys keep their original spelling, e.g. a +00:00 date
+        target = _existing_key(data, key)
+        if value is None and target not in data:
+            continue
+        data[target] = value
+    terminator = b"\r\n" if line.raw.endswith(b"\r\n") else b"\n"
+    return _Line(orjson.dumps(data) + terminator, data, task)
+
+
+_MISSING = object()
+
+
+def _dump(task: Task) -> dict[str, Any]:
+    return task.model_dump(mode="json", by_alias=True)
+
+
+def _existing_key(data: dict[str, Any], alias: str) -> str:
+    """Write to the key the line already uses for a field: camelCase, else snake_case."""
+    if alias in data:
+        return alias
+    for name, info in Task.model_fields.items():
+        if info.alias == alias and name in data:
+            return name
+    return alias
