@@ -1,0 +1,269 @@
+"""The repository as the loop sees it: what an attempt changed, its diff, commit, restore.
+
+An attempt is measured against a base commit and the set of untracked files that
+existed when the subtask started: anything tracked that differs from the base, and
+any untracked file that was not there before, is the attempt's. The user's own
+untracked files and `.openagents/` are never counted, restored or committed.
+
+Diffs and commits are built in a scratch index (GIT_INDEX_FILE) seeded from a commit,
+so whatever the user has staged stays exactly as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import git
+from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+
+logger = logging.getLogger("goldenloop.repo")
+
+OPENAGENTS = ".openagents/"
+FALLBACK_NAME = "goldenloop"
+FALLBACK_EMAIL = "goldenloop@localhost"
+IDENTITY_KEYS = r"^(user|author|committer)\.(name|email)$"
+TRUNCATION_MARKER = "\n[... diff truncated: {shown} of {total} bytes shown ...]\n"
+
+# Paths are file names, never globs; no optional locks so we don't fight the user's git.
+_BASE_ENV = {"GIT_LITERAL_PATHSPECS": "1", "GIT_OPTIONAL_LOCKS": "0"}
+# A patch must be machine-applicable whatever the user's diff configuration says.
+_DIFF_FLAGS = (
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--no-relative",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+)
+
+
+class RepoError(Exception):
+    """The repository cannot be used as asked; the message is one sentence for a user."""
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix.rstrip("/") or path.startswith(prefix)
+
+
+def _outside_openagents(paths: set[str]) -> set[str]:
+    return {p for p in paths if not _under(p, OPENAGENTS)}
+
+
+def _split_z(output: str) -> list[str]:
+    return [item for item in output.split("\0") if item]
+
+
+def _truncate(text: str, max_bytes: int | None) -> str:
+    if max_bytes is None:
+        return text
+    data = os.fsencode(text)
+    if len(data) <= max_bytes:
+        return text
+    shown = os.fsdecode(data[:max_bytes]).encode("utf-8", "ignore").decode("utf-8")
+    return shown + TRUNCATION_MARKER.format(shown=max_bytes, total=len(data))
+
+
+class Repo:
+    """A git working tree opened at `path` (its top level or any folder inside it)."""
+
+    def __init__(self, path: Path) -> None:
+        path = Path(path)
+        try:
+            self._repo = git.Repo(path, search_parent_directories=True)
+        except (InvalidGitRepositoryError, NoSuchPathError):
+            raise RepoError(f"{path} is not a git repository") from None
+        if self._repo.bare or self._repo.working_tree_dir is None:
+            raise RepoError(f"{path} is a bare git repository; goldenloop needs a working tree")
+        self.root = Path(self._repo.working_tree_dir)
+        if not self._repo.head.is_valid():
+            raise RepoError(
+                f"{self.root} has no commits yet; make a first commit "
+                "(for example `git commit --allow-empty -m init`) and run again"
+            )
+
+    def close(self) -> None:
+        """Stop the helper git processes GitPython keeps open."""
+        self._repo.close()
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _git(
+        self, *args: str, env: Mapping[str, str] | None = None, strip: bool = True
+    ) -> str:
+        try:
+            return self._repo.git.execute(
+                ["git", *args],
+                env={**_BASE_ENV, **(env or {})},
+                strip_newline_in_stdout=strip,
+            )
+        except GitCommandError as exc:
+            detail = (str(exc.stderr or "").strip().splitlines() or [""])[-1]
+            raise RepoError(f"git {args[0]} failed: {detail.removeprefix('stderr: ')}") from exc
+
+    def _commit_sha(self, rev: str) -> str:
+        try:
+            return self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        except RepoError:
+            raise RepoError(f"{rev!r} is not a commit in {self.root}") from None
+
+    def _paths_in_tree(self, rev: str, paths: Iterable[str]) -> set[str]:
+        listed = self._git("ls-tree", "-r", "-z", "--name-only", rev, "--", *paths)
+        return set(_split_z(listed))
+
+    @contextmanager
+    def _scratch_index(self, rev: str) -> Iterator[dict[str, str]]:
+        """An environment whose index is a private copy of `rev`'s tree."""
+        with tempfile.TemporaryDirectory(prefix="goldenloop-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self._git("read-tree", rev, env=env)
+            yield env
+
+    # -- state ----------------------------------------------------------------------
+
+    def head(self) -> str:
+        return self._repo.head.commit.hexsha
+
+    def branch(self) -> str | None:
+        """The checked-out branch, or None on a detached HEAD."""
+        if self._repo.head.is_detached:
+            return None
+        return self._repo.active_branch.name
+
+    def dirty_paths(self, ignore: str = OPENAGENTS) -> list[str]:
+        """Modified, staged, deleted and untracked (not ignored) paths outside `ignore`."""
+        status = self._git(
+            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
+        )
+        paths = {entry[3:] for entry in _split_z(status)}
+        return sorted(p for p in paths if not _under(p, ignore))
+
+    def untracked(self) -> set[str]:
+        """Untracked, not ignored files, as repository-relative posix paths."""
+        return set(_split_z(self._git("ls-files", "--others", "--exclude-standard", "-z")))
+
+    def _changes(self, base: str, before_untracked: set[str]) -> tuple[set[str], set[str]]:
+        """(tracked paths differing from base, untracked files created since), sans .openagents/."""
+        base = self._commit_sha(base)
+        tracked = set(_split_z(self._git("diff", "--name-only", "-z", "--no-renames", base, "--")))
+        created = self.untracked() - before_untracked
+        return _outside_openagents(tracked - created), _outside_openagents(created)
+
+    def changed_files(self, base: str, before_untracked: set[str]) -> list[str]:
+        """Files the attempt changed since `base`: tracked edits and deletions, new files."""
+        tracked, created = self._changes(base, before_untracked)
+        return sorted(tracked | created)
+
+    # -- diffs and snapshots --------------------------------------------------------
+
+    def _diff(self, base: str, before_untracked: set[str], *, binary: bool) -> str:
+        paths = self.changed_files(base, before_untracked)
+        if not paths:
+            return ""
+        base = self._commit_sha(base)
+        in_base = self._paths_in_tree(base, paths)
+        new = [p for p in paths if p not in in_base and os.path.lexists(self.root / p)]
+        flags = [*_DIFF_FLAGS, "--binary"] if binary else list(_DIFF_FLAGS)
+        with self._scratch_index(base) as env:
+            if new:
+                # intent-to-add makes `git diff` show new files in full, without hashing them
+                self._git("add", "--intent-to-add", "--force", "--", *new, env=env)
+            return self._git("diff", *flags, base, "--", *paths, env=env, strip=False)
+
+    def diff(self, base: str, before_untracked: set[str], max_bytes: int | None = None) -> str:
+        """A unified diff of the attempt's changes, new files in full, cut at `max_bytes`."""
+        return _truncate(self._diff(base, before_untracked, binary=False), max_bytes)
+
+    def snapshot(self, base: str, before_untracked: set[str]) -> str:
+        """The attempt's changes as a binary-safe patch that `apply_snapshot` brings back."""
+        return self._diff(base, before_untracked, binary=True)
+
+    def apply_snapshot(self, patch: str) -> None:
+        """Apply a `snapshot` to the working tree (normally right after `restore`)."""
+        if not patch.strip():
+            return
+        with tempfile.TemporaryDirectory(prefix="goldenloop-patch-") as tmp:
+            patch_file = Path(tmp) / "snapshot.patch"
+            patch_file.write_bytes(os.fsencode(patch))
+            try:
+                self._git("apply", "--whitespace=nowarn", str(patch_file))
+            except RepoError as exc:
+                raise RepoError(f"the snapshot does not apply to {self.root}: {exc}") from exc
+
+    # -- writing --------------------------------------------------------------------
+
+    def _identity_env(self) -> dict[str, str]:
+        """Fallback author/committer variables for whatever identity git has no value for."""
+        # `git config --get-regexp` exits 1 when nothing matches: not an error here.
+        _, listed, _ = self._repo.git.execute(
+            ["git", "config", "--name-only", "--get-regexp", IDENTITY_KEYS],
+            with_extended_output=True,
+            with_exceptions=False,
+        )
+        configured = set(str(listed).lower().split())
+        env: dict[str, str] = {}
+        for role in ("author", "committer"):
+            for field, fallback in (("name", FALLBACK_NAME), ("email", FALLBACK_EMAIL)):
+                var = f"GIT_{role.upper()}_{field.upper()}"
+                given = os.environ.get(var) or (field == "email" and os.environ.get("EMAIL"))
+                if given or {f"user.{field}", f"{role}.{field}"} & configured:
+                    continue
+                env[var] = fallback
+        return env
+
+    def commit(self, paths: list[str], message: str) -> str:
+        """Commit exactly `paths` (additions, edits, deletions) on top of HEAD; return the sha.
+
+        Anything else the user has staged stays staged and out of the commit. Hooks that
+        check the commit (pre-commit, commit-msg) are not run: the change was verified.
+        """
+        if not paths:
+            raise RepoError("nothing to commit: no paths were given")
+        head = self.head()
+        known = self._paths_in_tree(head, paths)
+        present = [p for p in paths if p in known or os.path.lexists(self.root / p)]
+        with self._scratch_index(head) as env:
+            if present:
+                self._git("add", "--all", "--", *present, env=env)
+            if not self._git("diff", "--cached", "--name-only", head, env=env):
+                raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD")
+            self._git(
+                "commit", "--quiet", "--no-verify", "--message", message,
+                env={**env, **self._identity_env()},
+            )
+        # The real index still holds the old content of these paths; align it with HEAD.
+        self._git("reset", "--quiet", "--", *present)
+        sha = self.head()
+        logger.info("committed %d path(s) as %s", len(present), sha[:12])
+        return sha
+
+    def restore(self, base: str, before_untracked: set[str]) -> list[str]:
+        """Undo the attempt: tracked files back to `base`, files it created removed.
+
+        Pre-existing untracked files and `.openagents/` are left alone; HEAD does not move.
+        Returns the restored or removed paths, sorted.
+        """
+        tracked, created = self._changes(base, before_untracked)
+        if tracked:
+            base = self._commit_sha(base)
+            self._git("restore", f"--source={base}", "--staged", "--worktree", "--", *tracked)
+        for path in sorted(created):
+            self._remove_created(path)
+        restored = sorted(tracked | created)
+        if restored:
+            logger.info("restored %d path(s) to %s", len(restored), base[:12])
+        return restored
+
+    def _remove_created(self, path: str) -> None:
+        """Delete a file the attempt created, then the folders that are now empty."""
+        target = self.root / path
+        target.unlink(missing_ok=True)
+        folder = target.parent
+        while folder != self.root and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent

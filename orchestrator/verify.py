@@ -1,0 +1,349 @@
+"""Verification: run typecheck and test commands and turn their outcome into a Verdict.
+
+Each command runs through `/bin/sh -c` in its own session (so its own process group)
+under a timeout. On a timeout, on cancellation, and after a normal exit alike, the
+whole group is sent SIGTERM and then SIGKILL, so a hung test runner cannot leave
+servers or grandchildren behind. Output (stdout and stderr interleaved) is streamed
+into a bounded buffer: the head and the tail of a huge log are kept, the middle is
+dropped, and memory stays bounded whatever the command prints.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+from pydantic import BaseModel
+
+from reflection.digest import Digest, estimate_tokens, make_digest
+from reflection.schema import FailureType
+
+logger = logging.getLogger("goldenloop.verify")
+
+DEFAULT_OUTPUT_CAP = 256 * 1024
+TERM_GRACE_S = 2.0  # time between SIGTERM and SIGKILL to the group
+LINGER_S = 1.0  # after the shell exits, how long background children may keep the pipe
+DRAIN_AFTER_KILL_S = 1.0  # reading what is left in the pipe once the group is dead
+CHUNK = 64 * 1024
+NOT_FOUND_EXIT = 127  # POSIX shells: command not found
+NOT_EXECUTABLE_EXIT = 126  # POSIX shells: found but not executable
+
+Kind = Literal["typecheck", "test"]
+
+
+class CommandResult(BaseModel):
+    """What one verification command did."""
+
+    command: str
+    kind: Kind
+    exit_code: int | None  # None: never started, or killed before it reported one
+    output: str  # stdout and stderr interleaved, head and tail of a large output
+    timed_out: bool = False
+    duration_s: float = 0.0
+    started: bool = True  # False: the shell itself could not be started
+
+    @property
+    def ok(self) -> bool:
+        return self.started and not self.timed_out and self.exit_code == 0
+
+
+class _CappedOutput:
+    """Keeps the first eighth and the last seven eighths of `cap` bytes of a stream."""
+
+    def __init__(self, cap: int) -> None:
+        self._head_cap = max(cap // 8, 0)
+        self._tail_cap = max(cap - self._head_cap, 0)
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._head_cap - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self._tail += chunk
+        excess = len(self._tail) - self._tail_cap
+        if excess > 0:
+            # bytearray drops a prefix cheaply, so the tail stays a moving window
+            del self._tail[:excess]
+
+    def text(self) -> str:
+        omitted = self.total - len(self._head) - len(self._tail)
+        if omitted <= 0:  # decode as one piece: the head may end inside a character
+            return (self._head + self._tail).decode("utf-8", errors="replace")
+        head = self._head.decode("utf-8", errors="replace")
+        tail = self._tail.decode("utf-8", errors="replace")
+        return f"{head}\n[... {omitted} bytes omitted ...]\n{tail}"
+
+
+def _command_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    merged = dict(os.environ if env is None else env)
+    merged["PYTHONUNBUFFERED"] = "1"  # so a killed Python runner has flushed its output
+    return merged
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    """Signal a process group; False when nothing is left in it."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def _pump(stream: ByteReceiveStream, sink: _CappedOutput, done: anyio.Event) -> None:
+    try:
+        while True:
+            try:
+                sink.feed(await stream.receive(CHUNK))
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+    finally:
+        done.set()
+
+
+async def _collect(process: Process, sink: _CappedOutput, timeout_s: float) -> int | None:
+    """Read output until the shell exits (plus a short linger); None on timeout."""
+    assert process.stdout is not None
+    exit_code: int | None = None
+    eof = anyio.Event()
+    with anyio.move_on_after(timeout_s):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_pump, process.stdout, sink, eof)
+            exit_code = await process.wait()
+            # A background child may still hold the pipe; don't wait for it forever.
+            with anyio.move_on_after(LINGER_S):
+                await eof.wait()
+            tg.cancel_scope.cancel()
+    return exit_code
+
+
+async def _drain(process: Process, sink: _CappedOutput) -> None:
+    """Read what the dead group left in the pipe, then close it."""
+    if process.stdout is None:
+        return
+    with anyio.move_on_after(DRAIN_AFTER_KILL_S):
+        await _pump(process.stdout, sink, anyio.Event())
+    with anyio.move_on_after(TERM_GRACE_S):
+        await process.aclose()
+
+
+async def _kill_group(process: Process) -> None:
+    """SIGTERM the command's process group, give it a moment, then SIGKILL it."""
+    pgid = process.pid  # the shell leads its own session, so its pid is the group id
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    with anyio.move_on_after(TERM_GRACE_S):
+        await process.wait()
+    if _signal_group(pgid, signal.SIGKILL):
+        logger.debug("sent SIGKILL to process group %d", pgid)
+    with anyio.move_on_after(TERM_GRACE_S):
+        await process.wait()
+
+
+async def run_command(
+    command: str,
+    cwd: Path,
+    *,
+    timeout_s: float,
+    kind: Kind = "test",
+    output_cap_bytes: int = DEFAULT_OUTPUT_CAP,
+    env: Mapping[str, str] | None = None,
+) -> CommandResult:
+    """Run `command` through the shell in `cwd`, in its own process group, with a timeout.
+
+    `env` replaces the inherited environment when given (PYTHONUNBUFFERED=1 is added).
+    A program that does not exist is not an exception: the shell reports exit code 127.
+    If the caller's scope is cancelled, the group is killed before the cancellation
+    propagates.
+    """
+    started_at = time.monotonic()
+    try:
+        process = await anyio.open_process(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=_command_env(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        logger.warning("could not start %r in %s: %s", command, cwd, exc)
+        return CommandResult(
+            command=command,
+            kind=kind,
+            exit_code=None,
+            output=f"could not start the command in {cwd}: {exc}",
+            duration_s=time.monotonic() - started_at,
+            started=False,
+        )
+    sink = _CappedOutput(output_cap_bytes)
+    exit_code: int | None = None
+    try:
+        exit_code = await _collect(process, sink, timeout_s)
+    finally:
+        # Shielded: also runs when the caller is cancelled, then the cancel re-raises.
+        with anyio.CancelScope(shield=True):
+            await _kill_group(process)
+            await _drain(process, sink)
+    timed_out = exit_code is None
+    if timed_out:
+        logger.info("%r timed out after %s s; its process group was killed", command, timeout_s)
+    return CommandResult(
+        command=command,
+        kind=kind,
+        exit_code=exit_code,
+        output=sink.text(),
+        timed_out=timed_out,
+        duration_s=time.monotonic() - started_at,
+    )
+
+
+class Verdict(BaseModel):
+    """The outcome of one verification: typecheck steps, then test steps."""
+
+    passed: bool
+    failure_type: FailureType | None = None
+    digest: Digest | None = None  # of the failing step's output; None when passed
+    steps: list[CommandResult]
+    tests_passed: int | None = None
+    tests_failed: int | None = None
+    duration_s: float = 0.0
+
+    @property
+    def score(self) -> float:
+        """1.0 when passed, else the share of tests that passed when known, else 0.0."""
+        if self.passed:
+            return 1.0
+        total = (self.tests_passed or 0) + (self.tests_failed or 0)
+        if self.tests_passed is not None and total > 0:
+            return self.tests_passed / total
+        return 0.0
+
+    def summary(self) -> str:
+        """One line for humans, e.g. 'test_failure: 2 failed, 10 passed — tests/t.py::test_y'."""
+        if self.passed:
+            if self.tests_passed is not None:
+                plural = "" if self.tests_passed == 1 else "s"
+                return f"passed: {self.tests_passed} test{plural}"
+            return "passed" if self.steps else "passed: no checks configured"
+        label = self.failure_type.value if self.failure_type else "failed"
+        counts = self._counts()
+        detail = self._detail()
+        head = f"{label}: {counts}" if counts else label
+        return f"{head} — {detail}" if detail else head
+
+    def _counts(self) -> str:
+        parts = []
+        if self.tests_failed is not None:
+            parts.append(f"{self.tests_failed} failed")
+        if self.tests_passed is not None:
+            parts.append(f"{self.tests_passed} passed")
+        return ", ".join(parts)
+
+    def _detail(self) -> str:
+        last = self.steps[-1] if self.steps else None
+        if last is not None and last.timed_out:
+            return f"`{last.command}` timed out"
+        if self.digest is not None and self.digest.failing_tests:
+            return self.digest.failing_tests[0]
+        if self.digest is not None and self.digest.first_error:
+            return self.digest.first_error.strip().splitlines()[0]
+        if last is not None:
+            return f"`{last.command}` exited with {last.exit_code}"
+        return ""
+
+
+def _failure_type(step: CommandResult, digest: Digest) -> FailureType:
+    if step.timed_out:
+        return FailureType.TIMEOUT
+    if not step.started or step.exit_code in (NOT_FOUND_EXIT, NOT_EXECUTABLE_EXIT):
+        return FailureType.RUNTIME_ERROR
+    if step.kind == "typecheck":
+        return FailureType.TYPECHECK_FAILURE
+    # A test command that failed without naming failing tests crashed or could not collect.
+    if digest.failing_tests or (digest.failed or 0) > 0:
+        return FailureType.TEST_FAILURE
+    return FailureType.RUNTIME_ERROR
+
+
+def _failure_digest(step: CommandResult, timeout_s: float, max_tokens: int) -> Digest:
+    if not step.timed_out:
+        return make_digest(step.output, max_tokens=max_tokens, command=step.command)
+    # The prefix counts against the same token budget as the rest of the digest.
+    prefix = f"`{step.command}` timed out after {timeout_s:g} s\n"
+    budget = max(max_tokens - estimate_tokens(prefix), 0)
+    digest = make_digest(step.output, max_tokens=budget, command=step.command)
+    return digest.model_copy(update={"text": prefix + digest.text})
+
+
+def _add(total: int | None, value: int | None) -> int | None:
+    if value is None:
+        return total
+    return value if total is None else total + value
+
+
+async def verify(
+    cwd: Path,
+    *,
+    typecheck_commands: list[str],
+    test_commands: list[str],
+    timeout_s: float,
+    digest_tokens: int = 1500,
+    output_cap_bytes: int = DEFAULT_OUTPUT_CAP,
+) -> Verdict:
+    """Run typecheck commands, then test commands, stopping at the first failing step.
+
+    `timeout_s` applies to each command. With no commands at all the verdict is passed.
+    """
+    started_at = time.monotonic()
+    plan: list[tuple[Kind, str]] = [("typecheck", c) for c in typecheck_commands]
+    plan += [("test", c) for c in test_commands]
+    steps: list[CommandResult] = []
+    passed_count: int | None = None
+    failed_count: int | None = None
+    for kind, command in plan:
+        step = await run_command(
+            command, cwd, timeout_s=timeout_s, kind=kind, output_cap_bytes=output_cap_bytes
+        )
+        steps.append(step)
+        if step.ok and kind == "typecheck":
+            continue
+        if step.ok:
+            counts = make_digest(step.output, max_tokens=digest_tokens, command=command)
+            passed_count = _add(passed_count, counts.passed)
+            failed_count = _add(failed_count, counts.failed)
+            continue
+        digest = _failure_digest(step, timeout_s, digest_tokens)
+        if kind == "test":
+            passed_count = _add(passed_count, digest.passed)
+            failed_count = _add(failed_count, digest.failed)
+        return Verdict(
+            passed=False,
+            failure_type=_failure_type(step, digest),
+            digest=digest,
+            steps=steps,
+            tests_passed=passed_count,
+            tests_failed=failed_count,
+            duration_s=time.monotonic() - started_at,
+        )
+    return Verdict(
+        passed=True,
+        steps=steps,
+        tests_passed=passed_count,
+        tests_failed=failed_count,
+        duration_s=time.monotonic() - started_at,
+    )

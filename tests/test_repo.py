@@ -1,0 +1,246 @@
+"""Repo: what an attempt changed, its diff, exact commits, restore and snapshots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from orchestrator.repo import FALLBACK_EMAIL, FALLBACK_NAME, Repo, RepoError
+
+
+@pytest.fixture
+def project(git_repo: Path) -> Path:
+    """A repository with tracked sources, an ignore file and a committed .openagents/."""
+    (git_repo / "src").mkdir()
+    (git_repo / "src" / "app.py").write_text("def answer():\n    return 41\n")
+    (git_repo / "src" / "old.py").write_text("OLD = True\n")
+    (git_repo / ".gitignore").write_text("*.log\n")
+    (git_repo / ".openagents").mkdir()
+    (git_repo / ".openagents" / "tasks.jsonl").write_text('{"id": "t1"}\n')
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "sources")
+    return git_repo
+
+
+def _attempt(root: Path) -> None:
+    """What a typical attempt does: edit, delete, create in a new folder, touch memory."""
+    (root / "src" / "app.py").write_text("def answer():\n    return 42\n")
+    (root / "src" / "old.py").unlink()
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "pkg" / "sub" / "new.py").write_text("NEW = 1\n")
+    (root / ".openagents" / "tasks.jsonl").write_text('{"id": "t1", "status": "closed"}\n')
+    (root / ".openagents" / "run.jsonl").write_text("{}\n")
+
+
+def test_not_a_repository_is_one_clear_sentence(tmp_path: Path) -> None:
+    with pytest.raises(RepoError, match=r"is not a git repository$"):
+        Repo(tmp_path)
+
+
+def test_repository_without_commits_is_refused_with_advice(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")
+    with pytest.raises(RepoError, match="no commits yet.*make a first commit"):
+        Repo(tmp_path)
+
+
+def test_opens_from_a_subfolder_and_reports_head_and_branch(project: Path) -> None:
+    repo = Repo(project / "src")
+    assert repo.root == project
+    assert repo.head() == git(project, "rev-parse", "HEAD").strip()
+    assert repo.branch() == "main"
+    git(project, "checkout", "-q", "--detach")
+    assert repo.branch() is None
+
+
+def test_dirty_paths_lists_user_work_but_not_ignored_or_openagents(project: Path) -> None:
+    repo = Repo(project)
+    assert repo.dirty_paths() == []
+    (project / "src" / "app.py").write_text("changed\n")
+    (project / "notes.txt").write_text("mine\n")
+    (project / "debug.log").write_text("ignored\n")
+    (project / ".openagents" / "tasks.jsonl").write_text("{}\n")
+    (project / "src" / "old.py").unlink()
+    (project / "staged.py").write_text("x = 1\n")
+    git(project, "add", "staged.py")
+    assert repo.dirty_paths() == ["notes.txt", "src/app.py", "src/old.py", "staged.py"]
+
+
+def test_changed_files_ignores_untracked_files_that_were_there_before(project: Path) -> None:
+    (project / "notes.txt").write_text("user's scratch file\n")
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    assert before == {"notes.txt"}
+    _attempt(project)
+    (project / "notes.txt").write_text("still the user's\n")
+    assert repo.changed_files(base, before) == ["pkg/sub/new.py", "src/app.py", "src/old.py"]
+
+
+def test_changed_files_rejects_an_unknown_base(project: Path) -> None:
+    with pytest.raises(RepoError, match="is not a commit"):
+        Repo(project).changed_files("no-such-commit", set())
+
+
+def test_diff_shows_edits_deletions_and_new_files_in_full(project: Path) -> None:
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    staged_before = git(project, "diff", "--cached", "--name-only")
+    _attempt(project)
+    diff = repo.diff(base, before)
+    assert "-    return 41\n+    return 42\n" in diff
+    assert "deleted file mode" in diff and "-OLD = True" in diff
+    assert "diff --git a/pkg/sub/new.py b/pkg/sub/new.py\nnew file mode" in diff
+    assert "+NEW = 1" in diff
+    assert ".openagents" not in diff
+    # the user's index is untouched: the new file is not even intent-to-add there
+    assert git(project, "diff", "--cached", "--name-only") == staged_before
+    assert "pkg/sub/new.py" in repo.untracked()
+
+
+def test_diff_is_cut_at_max_bytes_with_a_marker(project: Path) -> None:
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    (project / "big.txt").write_text("".join(f"line {i}\n" for i in range(5000)))
+    diff = repo.diff(base, before, max_bytes=2000)
+    assert diff.startswith("diff --git a/big.txt b/big.txt")
+    assert "[... diff truncated: 2000 of" in diff
+    assert len(diff.encode()) < 2200
+    assert repo.diff(base, before, max_bytes=None).endswith("+line 4999\n")
+
+
+def test_no_changes_give_an_empty_diff(project: Path) -> None:
+    repo = Repo(project)
+    assert repo.diff(repo.head(), repo.untracked()) == ""
+    assert repo.snapshot(repo.head(), repo.untracked()) == ""
+
+
+def test_commit_takes_exactly_the_given_paths(project: Path) -> None:
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    (project / "README.md").write_text("# user's staged edit\n")  # not the attempt's
+    git(project, "add", "README.md")
+    _attempt(project)
+    attempt_paths = ["pkg/sub/new.py", "src/app.py", "src/old.py"]
+    assert repo.changed_files(base, before) == ["README.md", *attempt_paths]
+
+    sha = repo.commit(attempt_paths, "t1: answer 42")
+
+    assert sha == repo.head() != base
+    assert git(project, "log", "-1", "--format=%s") == "t1: answer 42\n"
+    committed = git(project, "show", "--name-status", "--format=", sha).split("\n")
+    assert sorted(filter(None, committed)) == [
+        "A\tpkg/sub/new.py",
+        "D\tsrc/old.py",
+        "M\tsrc/app.py",
+    ]
+    # the user's staged change is still staged and was not committed
+    assert git(project, "diff", "--cached", "--name-only") == "README.md\n"
+    assert git(project, "show", f"{sha}:README.md") == "# sample\n"
+    # the committed paths are clean; .openagents changes were not committed
+    assert repo.dirty_paths() == ["README.md"]
+    assert repo.changed_files(sha, repo.untracked()) == ["README.md"]
+    assert "closed" not in git(project, "show", f"{sha}:.openagents/tasks.jsonl")
+
+
+def test_commit_without_changes_is_refused(project: Path) -> None:
+    repo = Repo(project)
+    with pytest.raises(RepoError, match="nothing to commit"):
+        repo.commit(["src/app.py"], "no-op")
+    with pytest.raises(RepoError, match="nothing to commit"):
+        repo.commit([], "no-op")
+
+
+def test_commit_uses_a_fallback_identity_when_git_has_none(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "gitconfig").write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
+                "GIT_COMMITTER_EMAIL", "EMAIL"):
+        monkeypatch.delenv(var, raising=False)
+    git(project, "config", "--unset", "user.name")
+    git(project, "config", "--unset", "user.email")
+    # without this, git might guess user@hostname instead of failing
+    git(project, "config", "user.useConfigOnly", "true")
+    (project / "src" / "app.py").write_text("changed\n")
+
+    sha = Repo(project).commit(["src/app.py"], "t2: change")
+
+    author = git(project, "log", "-1", "--format=%an <%ae>|%cn <%ce>", sha).strip()
+    expected = f"{FALLBACK_NAME} <{FALLBACK_EMAIL}>"
+    assert author == f"{expected}|{expected}"
+
+
+def test_commit_keeps_a_configured_identity(project: Path) -> None:
+    (project / "src" / "app.py").write_text("changed\n")
+    sha = Repo(project).commit(["src/app.py"], "t3: change")
+    assert git(project, "log", "-1", "--format=%an", sha) == "goldenloop tests\n"
+
+
+def test_restore_puts_the_tree_back_and_leaves_user_files_alone(project: Path) -> None:
+    (project / "notes.txt").write_text("user's scratch file\n")
+    (project / "debug.log").write_text("ignored build output\n")
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    _attempt(project)
+    (project / "src" / "extra.py").write_text("x = 2\n")
+    (project / "staged_new.py").write_text("y = 3\n")
+    git(project, "add", "staged_new.py")  # an agent that stages its own work
+
+    restored = repo.restore(base, before)
+
+    assert restored == [
+        "pkg/sub/new.py",
+        "src/app.py",
+        "src/extra.py",
+        "src/old.py",
+        "staged_new.py",
+    ]
+    assert (project / "src" / "app.py").read_text() == "def answer():\n    return 41\n"
+    assert (project / "src" / "old.py").read_text() == "OLD = True\n"
+    assert not (project / "src" / "extra.py").exists()
+    assert not (project / "staged_new.py").exists()
+    assert not (project / "pkg").exists()  # created folders are gone too
+    assert (project / "src").is_dir()
+    assert (project / "notes.txt").read_text() == "user's scratch file\n"
+    assert (project / "debug.log").exists()
+    assert (project / ".openagents" / "run.jsonl").exists()
+    assert "closed" in (project / ".openagents" / "tasks.jsonl").read_text()
+    assert repo.head() == base
+    assert repo.changed_files(base, before) == []
+    assert repo.dirty_paths() == ["notes.txt"]
+
+
+def test_snapshot_round_trip_brings_an_attempt_back(project: Path) -> None:
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    _attempt(project)
+    (project / "logo.bin").write_bytes(bytes(range(256)) * 4)
+    (project / "empty.txt").write_text("")
+    expected = {p: (project / p).read_bytes() for p in ("src/app.py", "pkg/sub/new.py", "logo.bin")}
+    changed = repo.changed_files(base, before)
+
+    patch = repo.snapshot(base, before)
+    repo.restore(base, before)
+    assert repo.changed_files(base, before) == []
+    repo.apply_snapshot(patch)
+
+    assert repo.changed_files(base, before) == changed
+    assert {p: (project / p).read_bytes() for p in expected} == expected
+    assert not (project / "src" / "old.py").exists()
+    assert (project / "empty.txt").read_text() == ""
+
+
+def test_a_snapshot_that_does_not_apply_is_a_clear_error(project: Path) -> None:
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    (project / "src" / "app.py").write_text("def answer():\n    return 42\n")
+    patch = repo.snapshot(base, before)
+    (project / "src" / "app.py").write_text("something else entirely\n")
+    with pytest.raises(RepoError, match="snapshot does not apply"):
+        repo.apply_snapshot(patch)

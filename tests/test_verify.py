@@ -1,0 +1,241 @@
+"""verify: commands in their own process group, bounded output, verdicts that classify."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+
+from orchestrator.verify import CommandResult, Verdict, run_command, verify
+from reflection.schema import FailureType
+
+PY = shlex.quote(sys.executable)
+
+
+async def _gone(pid: int, wait_s: float = 5.0) -> bool:
+    """True once pid no longer runs (a zombie nobody reaped has stopped running too)."""
+    with anyio.move_on_after(wait_s):
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (FileNotFoundError, ProcessLookupError):
+                return True
+            if state == "Z":
+                return True
+            await anyio.sleep(0.05)
+    return False
+
+
+def _pid(path: Path) -> int:
+    return int(path.read_text().strip())
+
+
+@pytest.mark.anyio
+async def test_a_passing_command_reports_its_output(tmp_path: Path) -> None:
+    result = await run_command("echo out; echo err >&2", tmp_path, timeout_s=30)
+    assert result.started and not result.timed_out
+    assert result.exit_code == 0
+    assert result.output == "out\nerr\n"
+
+
+@pytest.mark.anyio
+async def test_command_runs_in_cwd_with_the_given_environment(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "GREETING": "hi"}
+    result = await run_command(
+        'echo "$GREETING $PYTHONUNBUFFERED $(pwd)"', tmp_path, timeout_s=30, env=env
+    )
+    assert result.output == f"hi 1 {tmp_path}\n"
+
+
+@pytest.mark.anyio
+async def test_no_commands_pass(tmp_path: Path) -> None:
+    verdict = await verify(tmp_path, typecheck_commands=[], test_commands=[], timeout_s=5)
+    assert verdict.passed and verdict.steps == []
+    assert verdict.failure_type is None and verdict.score == 1.0
+
+
+@pytest.mark.anyio
+async def test_passing_pytest_run_counts_tests(tmp_path: Path) -> None:
+    (tmp_path / "test_ok.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    verdict = await verify(
+        tmp_path,
+        typecheck_commands=[f"{PY} -c 'import sys; sys.exit(0)'"],
+        test_commands=[f"{PY} -m pytest -q -p no:cacheprovider test_ok.py"],
+        timeout_s=60,
+    )
+    assert verdict.passed, verdict.steps[-1].output
+    assert [s.kind for s in verdict.steps] == ["typecheck", "test"]
+    assert verdict.tests_passed == 2
+    assert verdict.summary() == "passed: 2 tests"
+
+
+@pytest.mark.anyio
+async def test_failing_pytest_run_is_a_test_failure_with_counts(tmp_path: Path) -> None:
+    (tmp_path / "test_sample.py").write_text(
+        textwrap.dedent(
+            """
+            def test_good():
+                assert 1 + 1 == 2
+
+            def test_bad():
+                assert [1, 2] == [1, 3]
+            """
+        )
+    )
+    verdict = await verify(
+        tmp_path,
+        typecheck_commands=[],
+        test_commands=[f"{PY} -m pytest -q -p no:cacheprovider test_sample.py"],
+        timeout_s=60,
+    )
+    assert not verdict.passed
+    assert verdict.failure_type is FailureType.TEST_FAILURE
+    assert (verdict.tests_failed, verdict.tests_passed) == (1, 1)
+    assert verdict.score == 0.5
+    assert verdict.digest is not None
+    assert any("test_bad" in name for name in verdict.digest.failing_tests)
+    summary = verdict.summary()
+    assert summary.startswith("test_failure: 1 failed, 1 passed — ") and "test_bad" in summary
+
+
+@pytest.mark.anyio
+async def test_typecheck_failure_stops_before_the_tests(tmp_path: Path) -> None:
+    verdict = await verify(
+        tmp_path,
+        typecheck_commands=[f"{PY} -c 'print(\"x.py:3: error: bad type\"); raise SystemExit(1)'"],
+        test_commands=["touch tests-ran.marker"],
+        timeout_s=30,
+    )
+    assert verdict.failure_type is FailureType.TYPECHECK_FAILURE
+    assert not (tmp_path / "tests-ran.marker").exists()
+    assert [s.kind for s in verdict.steps] == ["typecheck"]
+    assert verdict.score == 0.0
+    assert verdict.summary().startswith("typecheck_failure")
+
+
+@pytest.mark.anyio
+async def test_a_missing_program_is_a_runtime_error(tmp_path: Path) -> None:
+    verdict = await verify(
+        tmp_path,
+        typecheck_commands=["no-such-typechecker-xyz --strict"],
+        test_commands=[],
+        timeout_s=30,
+    )
+    assert verdict.failure_type is FailureType.RUNTIME_ERROR
+    step = verdict.steps[0]
+    assert step.started and step.exit_code == 127
+    assert "not found" in step.output
+
+
+@pytest.mark.anyio
+async def test_a_test_command_that_crashes_is_a_runtime_error(tmp_path: Path) -> None:
+    verdict = await verify(
+        tmp_path,
+        typecheck_commands=[],
+        test_commands=[f"{PY} -c 'import no_such_module_xyz'"],
+        timeout_s=30,
+    )
+    assert verdict.failure_type is FailureType.RUNTIME_ERROR
+    assert "ModuleNotFoundError" in verdict.steps[0].output
+
+
+@pytest.mark.anyio
+async def test_a_command_that_cannot_start_is_reported_not_raised(tmp_path: Path) -> None:
+    missing = tmp_path / "gone"
+    result = await run_command("true", missing, timeout_s=5)
+    assert not result.started and result.exit_code is None
+    assert str(missing) in result.output
+    verdict = await verify(missing, typecheck_commands=[], test_commands=["true"], timeout_s=5)
+    assert verdict.failure_type is FailureType.RUNTIME_ERROR
+
+
+@pytest.mark.anyio
+async def test_timeout_kills_the_shell_and_its_children(tmp_path: Path) -> None:
+    command = "echo $$ > shell.pid; sleep 300 & echo $! > child.pid; echo started; sleep 300"
+    verdict = await verify(tmp_path, typecheck_commands=[], test_commands=[command], timeout_s=1)
+
+    assert verdict.failure_type is FailureType.TIMEOUT
+    step = verdict.steps[0]
+    assert step.timed_out and step.exit_code is None
+    assert "started" in step.output
+    assert verdict.digest is not None
+    assert verdict.digest.text.startswith(f"`{command}` timed out after 1 s")
+    assert await _gone(_pid(tmp_path / "shell.pid"))
+    assert await _gone(_pid(tmp_path / "child.pid"))
+
+
+@pytest.mark.anyio
+async def test_background_children_do_not_outlive_a_finished_command(tmp_path: Path) -> None:
+    result = await run_command(
+        "sleep 300 & echo $! > child.pid; echo done", tmp_path, timeout_s=30
+    )
+    assert result.exit_code == 0 and not result.timed_out
+    assert result.output == "done\n"
+    assert await _gone(_pid(tmp_path / "child.pid"))
+
+
+@pytest.mark.anyio
+async def test_huge_output_keeps_head_and_tail_within_the_cap(tmp_path: Path) -> None:
+    body = 20 * 1024 * 1024
+    script = f"import sys; w = sys.stdout.write; w('FIRST\\n'); w('x' * {body}); w('\\nLAST\\n')"
+    result = await run_command(f"{PY} -c {shlex.quote(script)}", tmp_path, timeout_s=60)
+
+    cap = 256 * 1024
+    total = len("FIRST\n") + body + len("\nLAST\n")
+    assert result.exit_code == 0
+    assert result.output.startswith("FIRST\nxxx")
+    assert result.output.endswith("xxx\nLAST\n")
+    assert f"[... {total - cap} bytes omitted ...]" in result.output
+    assert len(result.output) < cap + 100
+
+
+@pytest.mark.anyio
+async def test_small_cap_is_respected(tmp_path: Path) -> None:
+    result = await run_command(
+        "seq 1 100000", tmp_path, timeout_s=30, output_cap_bytes=800
+    )
+    lines = result.output.splitlines()
+    assert lines[:3] == ["1", "2", "3"]
+    assert lines[-1] == "100000"
+    assert "bytes omitted" in result.output
+    assert len(result.output) < 900
+
+
+@pytest.mark.anyio
+async def test_output_under_the_cap_is_kept_whole_even_across_characters(tmp_path: Path) -> None:
+    script = "print('a' + '\\u00e9' * 20000)"  # 40 KB: the head/tail seam splits a character
+    result = await run_command(f"{PY} -c {shlex.quote(script)}", tmp_path, timeout_s=30)
+    assert result.output == "a" + "\u00e9" * 20000 + "\n"
+
+
+@pytest.mark.anyio
+async def test_cancellation_kills_the_group_and_propagates(tmp_path: Path) -> None:
+    command = "echo $$ > shell.pid; sleep 300 & echo $! > child.pid; sleep 300"
+    finished: CommandResult | None = None
+    with anyio.move_on_after(1) as scope:
+        finished = await run_command(command, tmp_path, timeout_s=600)
+    assert scope.cancelled_caught and finished is None
+    assert await _gone(_pid(tmp_path / "shell.pid"))
+    assert await _gone(_pid(tmp_path / "child.pid"))
+
+
+def test_score_and_summary_of_a_partial_failure() -> None:
+    step = CommandResult(command="pytest", kind="test", exit_code=1, output="")
+    verdict = Verdict(
+        passed=False,
+        failure_type=FailureType.TEST_FAILURE,
+        steps=[step],
+        tests_passed=3,
+        tests_failed=1,
+    )
+    assert verdict.score == 0.75
+    assert verdict.summary() == "test_failure: 1 failed, 3 passed — `pytest` exited with 1"
