@@ -76,6 +76,9 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+KEY_ORDER = ("id", "sessionId", "taskId", "subtaskId", "attemptNumber", "category")
+
+
 class Reflection(ReflectionDraft):
     """One line of `.openagents/memory/reflections.jsonl`."""
 
@@ -100,6 +103,12 @@ class Reflection(ReflectionDraft):
             value = value.replace(tzinfo=UTC)
         return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body with the identifying keys first, as a human reads a record."""
+        body = super().to_dict()
+        head = {key: body.pop(key) for key in KEY_ORDER if key in body}
+        return head | body
+
     def to_json_line(self) -> bytes:
         """The record as one `\\n`-terminated UTF-8 line."""
         return orjson.dumps(self.to_dict()) + b"\n"
@@ -123,6 +132,7 @@ class FailureContext(CamelModel):
     digest: str  # short failure digest (see reflection.digest), already bounded
     error_signature: str | None = None
     failing_tests: list[str] = Field(default_factory=list)
+    first_error: str | None = None  # "path:line: Kind: message" of the first failure
     files_modified: list[str] = Field(default_factory=list)
     diff: str = ""  # the attempt's diff, possibly truncated
     previous_signature: str | None = None  # errorSignature of the attempt before

@@ -1,0 +1,224 @@
+"""Make a reflection: ask the model, validate and clamp its reply, fall back to the heuristic.
+
+Model trouble never escapes `generate_reflection`: a timeout, an error, or a reply that
+is not the JSON we asked for all end in a heuristic reflection (`source: heuristic`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import orjson
+
+from reflection.classify import classify
+from reflection.llm import ChatModel, ChatReply
+from reflection.prompts import reflection_messages
+from reflection.redact import redact
+from reflection.schema import (
+    FailureCategory,
+    FailureContext,
+    Reflection,
+    ReflectionDraft,
+    Usage,
+)
+
+log = logging.getLogger("goldenloop.generate")
+
+TEXT_LIMIT = 500
+ITEM_LIMIT = 200
+MAX_ITEMS = 5
+SCAN_LIMIT = 100_000  # a reply longer than this is not a reflection; scan its head only
+MAX_CANDIDATES = 20  # '{' positions tried before giving up on a prose-heavy reply
+
+# Words models use for our categories, mapped to the contract's values.
+CATEGORY_SYNONYMS: dict[str, FailureCategory] = {
+    "bug": FailureCategory.ROOT_CAUSE,
+    "logic": FailureCategory.ROOT_CAUSE,
+    "logic_error": FailureCategory.ROOT_CAUSE,
+    "implementation": FailureCategory.ROOT_CAUSE,
+    "misunderstanding": FailureCategory.MISCONCEPTION,
+    "wrong_assumption": FailureCategory.MISCONCEPTION,
+    "api_misuse": FailureCategory.MISCONCEPTION,
+    "env": FailureCategory.ENVIRONMENT,
+    "dependency": FailureCategory.ENVIRONMENT,
+    "setup": FailureCategory.ENVIRONMENT,
+    "approach": FailureCategory.APPROACH_ERROR,
+    "strategy": FailureCategory.APPROACH_ERROR,
+    "design": FailureCategory.APPROACH_ERROR,
+    "edge": FailureCategory.EDGE_CASE,
+    "boundary": FailureCategory.EDGE_CASE,
+    "corner_case": FailureCategory.EDGE_CASE,
+    "test": FailureCategory.VERIFICATION,
+    "flaky": FailureCategory.VERIFICATION,
+    "timeout": FailureCategory.VERIFICATION,
+}
+
+
+def extract_json(text: str) -> dict[str, Any] | None:
+    """The first JSON object in `text`, even inside prose or code fences; None if none."""
+    text = text[:SCAN_LIMIT]
+    try:  # a reply that is JSON as a whole must be an object, not a list of them
+        whole = orjson.loads(text)
+        return whole if isinstance(whole, dict) else None
+    except orjson.JSONDecodeError:
+        pass
+    start = text.find("{")
+    for _ in range(MAX_CANDIDATES):
+        if start < 0:
+            return None
+        end = _matching_brace(text, start)
+        if end is not None:
+            try:
+                value = orjson.loads(text[start : end + 1])
+            except orjson.JSONDecodeError:
+                value = None
+            if isinstance(value, dict):
+                return value
+        start = text.find("{", start + 1)
+    return None
+
+
+def _matching_brace(text: str, start: int) -> int | None:
+    """Index of the brace closing the one at `start`, honouring JSON strings."""
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def draft_from_reply(obj: dict[str, Any]) -> ReflectionDraft:
+    """Validate and clamp a model's JSON; ValueError when it lacks the essentials."""
+    analysis = _text(obj.get("analysis"))
+    suggestion = _text(obj.get("suggestion"))
+    if not analysis or not suggestion:
+        raise ValueError("the reply has no analysis or no suggestion")
+    return ReflectionDraft(
+        category=_category(obj.get("category")),
+        analysis=_clip(analysis, TEXT_LIMIT),
+        suggestion=_clip(suggestion, TEXT_LIMIT),
+        action_items=_items(obj.get("actionItems", obj.get("action_items"))),
+        confidence=_confidence(obj.get("confidence")),
+    )
+
+
+def _text(value: Any) -> str:
+    return " ".join(value.split()) if isinstance(value, str) else ""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _category(value: Any) -> FailureCategory:
+    key = str(value or "").strip().lower().replace("-", "_").replace(" ", "_")
+    try:
+        return FailureCategory(key)
+    except ValueError:
+        pass
+    for word, category in CATEGORY_SYNONYMS.items():
+        if word in key:
+            return category
+    return FailureCategory.ROOT_CAUSE
+
+
+def _items(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    items = [_text(v) for v in value if isinstance(v, str | int | float)]
+    return [_clip(item, ITEM_LIMIT) for item in items if item][:MAX_ITEMS]
+
+
+def _confidence(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.5
+    if number != number:  # NaN
+        return 0.5
+    if 1.0 < number <= 100.0:  # a percentage
+        number /= 100.0
+    return min(1.0, max(0.0, number))
+
+
+async def generate_reflection(
+    ctx: FailureContext,
+    model: ChatModel | None,
+    *,
+    timeout_s: float = 30.0,
+    previous: Sequence[Reflection] = (),
+) -> Reflection:
+    """A reflection on `ctx`: from the model when it answers well, else the heuristic."""
+    if model is None:
+        return _reflection(ctx, classify(ctx), source="heuristic")
+    reply: ChatReply | None = None
+    messages = [
+        {**m, "content": redact(m["content"])} for m in reflection_messages(ctx, previous)
+    ]
+    try:
+        with anyio.fail_after(timeout_s):
+            reply = await model.complete(messages, timeout=timeout_s)
+        obj = extract_json(reply.text)
+        if obj is None:
+            raise ValueError("the reply holds no JSON object")
+        draft = draft_from_reply(obj)
+    except Exception as exc:  # noqa: BLE001 - any model trouble means: use the heuristic
+        log.warning("reflection by %s failed (%s); using the heuristic", model.name, _why(exc))
+        return _reflection(ctx, classify(ctx), source="heuristic", reply=reply)
+    return _reflection(ctx, draft, source="llm", reply=reply)
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def _reflection(
+    ctx: FailureContext,
+    draft: ReflectionDraft,
+    *,
+    source: str,
+    reply: ChatReply | None = None,
+) -> Reflection:
+    usage = None
+    if reply is not None:  # tokens spent on a malformed reply still count
+        usage = Usage(
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            cost_usd=reply.cost_usd,
+        )
+    return Reflection(
+        session_id=ctx.session_id,
+        task_id=ctx.task_id,
+        subtask_id=ctx.subtask_id,
+        attempt_number=ctx.attempt_number,
+        category=draft.category,
+        analysis=redact(draft.analysis),
+        suggestion=redact(draft.suggestion),
+        action_items=[redact(item) for item in draft.action_items],
+        confidence=draft.confidence,
+        failure_type=ctx.failure_type,
+        error_signature=ctx.error_signature,
+        files_modified=ctx.files_modified or None,
+        source=source,  # type: ignore[arg-type]
+        model=reply.model if reply is not None else None,
+        usage=usage,
+    )

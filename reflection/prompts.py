@@ -1,0 +1,79 @@
+"""The words we send: the reflection prompt, and the reflections block of a retry prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reflection.schema import FailureCategory, FailureContext, Reflection
+
+DIFF_CHARS = 6_000  # enough of the attempt's diff to see what it did, not the whole tree
+
+SYSTEM = (
+    "You review one failed attempt of a coding agent and write a short self-reflection "
+    "that will be shown to the agent before it tries again. Be specific: name the failing "
+    "test, the assertion or exception, the file and line, and the wrong assumption behind "
+    "them. Do not write code. Reply with one JSON object and nothing else."
+)
+
+_CATEGORIES = " | ".join(c.value for c in FailureCategory)
+
+_REPLY_SHAPE = f"""Reply with exactly this JSON object:
+{{
+  "category": "{_CATEGORIES}",
+  "analysis": "what went wrong and why, 1-2 sentences",
+  "suggestion": "what to do differently on the next attempt, 1-2 sentences",
+  "actionItems": ["concrete step", "..."],
+  "confidence": 0.0
+}}
+analysis and suggestion at most 500 characters each; at most 5 actionItems of at most 200
+characters; confidence between 0 and 1."""
+
+
+def reflection_messages(
+    ctx: FailureContext, previous: Sequence[Reflection] = ()
+) -> list[dict[str, str]]:
+    """Chat messages asking a model to reflect on the failure in `ctx`."""
+    parts = [
+        f"Subtask: {ctx.subtask_title}",
+        ctx.subtask_description and f"Details: {ctx.subtask_description}",
+        f"Attempt: {ctx.attempt_number}",
+        f"Failure type: {ctx.failure_type.value}",
+        ctx.files_modified and "Files modified: " + ", ".join(ctx.files_modified),
+        f"Failure digest:\n{ctx.digest}",
+        ctx.diff and f"The attempt's diff:\n{_clip(ctx.diff, DIFF_CHARS)}",
+    ]
+    if ctx.repeats_previous:
+        parts.append(
+            "This attempt failed exactly like the one before it: the last reflection did "
+            "not work. Find a different explanation and a different approach."
+        )
+    if previous:
+        earlier = "\n".join(f"- {r.analysis} Tried: {r.suggestion}" for r in previous)
+        parts.append(f"Earlier reflections on this subtask (do not repeat them):\n{earlier}")
+    parts.append(_REPLY_SHAPE)
+    user = "\n\n".join(p for p in parts if p)
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def format_for_prompt(reflections: Sequence[Reflection]) -> str:
+    """The retry prompt's block of lessons, newest attempt first; empty when none."""
+    if not reflections:
+        return ""
+    ordered = sorted(reflections, key=lambda r: (r.attempt_number, r.created_at), reverse=True)
+    lines = ["## Reflections on earlier attempts (newest first)"]
+    for r in ordered:
+        lines.append(f"\n### Attempt {r.attempt_number} ({r.category.value})")
+        lines.append(f"What went wrong: {r.analysis}")
+        lines.append(f"What to do differently: {r.suggestion}")
+        lines.extend(f"- {item}" for item in r.action_items)
+    lines.append(
+        "\nDo not repeat the mistakes above. Apply these lessons in this attempt; if they "
+        "did not help, try a different approach."
+    )
+    return "\n".join(lines)
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters of diff omitted ...]"

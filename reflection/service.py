@@ -1,0 +1,63 @@
+"""ReflectionService: the one object a loop needs to learn from its failures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from reflection.generate import generate_reflection
+from reflection.llm import ChatModel
+from reflection.prompts import format_for_prompt
+from reflection.redact import redact_data
+from reflection.schema import FailureContext, Reflection, utc_now
+from reflection.store import ReflectionStore
+
+
+class ReflectionService:
+    """Generate, store and recall reflections for retries.
+
+    `model=None` (or `use_llm=False`) makes every reflection heuristic: no tokens spent.
+    """
+
+    def __init__(
+        self,
+        store: ReflectionStore,
+        model: ChatModel | None = None,
+        *,
+        use_llm: bool = True,
+        timeout_s: float = 30.0,
+        max_per_retry: int = 3,
+    ) -> None:
+        self.store = store
+        self.model = model if use_llm else None
+        self.timeout_s = timeout_s
+        self.max_per_retry = max_per_retry
+
+    async def generate(self, ctx: FailureContext) -> Reflection:
+        """A reflection on one failed attempt; never raises for model trouble."""
+        previous = self.recent(ctx.subtask_id)
+        return await generate_reflection(
+            ctx, self.model, timeout_s=self.timeout_s, previous=previous
+        )
+
+    def save(self, reflection: Reflection) -> Reflection:
+        """Redact once more (a caller may have built the record itself) and append it."""
+        clean = Reflection.model_validate(redact_data(reflection.to_dict()))
+        self.store.append(clean)
+        return clean
+
+    async def reflect(self, ctx: FailureContext) -> Reflection:
+        """Generate and save: the usual step after a failed attempt."""
+        return self.save(await self.generate(ctx))
+
+    def recent(self, subtask_id: str, limit: int | None = None) -> list[Reflection]:
+        """The subtask's last reflections, newest first (default: max_per_retry)."""
+        return self.store.recent(subtask_id, limit or self.max_per_retry)
+
+    @staticmethod
+    def format_for_prompt(reflections: Sequence[Reflection]) -> str:
+        return format_for_prompt(reflections)
+
+    def prune(self, retention_days: float) -> int:
+        """Drop reflections older than `retention_days`; returns how many went."""
+        return self.store.prune(utc_now() - timedelta(days=retention_days))

@@ -1,0 +1,195 @@
+"""Reflection generation, prompts and the service, through the scripted model."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from reflection.generate import draft_from_reply, extract_json, generate_reflection
+from reflection.llm import LiteLLMModel, reset_scripted_state, scripted_script
+from reflection.prompts import format_for_prompt, reflection_messages
+from reflection.schema import FailureCategory, FailureContext, FailureType, Reflection, utc_now
+from reflection.service import ReflectionService
+from reflection.store import InMemoryReflectionStore, JsonlReflectionStore
+
+DIGEST = (
+    "Command: python -m pytest -q\n"
+    "Failing tests (1): tests/test_calc.py::test_add_negative\n"
+    "First error: tests/test_calc.py:8: AssertionError: assert 2 == -2\n"
+    "Counts: 1 failed, 2 passed"
+)
+
+
+def context(**changes) -> FailureContext:
+    body = dict(
+        session_id="s1",
+        task_id="T-1",
+        subtask_id="T-1.1",
+        attempt_number=1,
+        subtask_title="Fix add",
+        failure_type=FailureType.TEST_FAILURE,
+        digest=DIGEST,
+        error_signature="abc123",
+        failing_tests=["tests/test_calc.py::test_add_negative"],
+        files_modified=["calc.py"],
+        diff="-    return a + b\n+    return abs(a) + abs(b)\n",
+    )
+    body.update(changes)
+    return FailureContext(**body)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    reset_scripted_state()
+
+
+def model_answering(tmp_path, *replies) -> LiteLLMModel:
+    name = scripted_script([{"reply": r} for r in replies], dir=tmp_path)
+    return LiteLLMModel(name, backoff_s=0.001, max_attempts=1)
+
+
+GOOD = {
+    "category": "edge_case",
+    "analysis": "add() took absolute values, so add(-1, -1) returned 2.",
+    "suggestion": "Return a + b unchanged.",
+    "actionItems": ["Remove abs() in calc.py"],
+    "confidence": 0.8,
+}
+
+
+@pytest.mark.anyio
+async def test_a_good_reply_becomes_an_llm_reflection_with_usage(tmp_path):
+    model = model_answering(tmp_path, "Sure!\n```json\n" + json.dumps(GOOD) + "\n```\nHope it helps.")
+
+    r = await generate_reflection(context(), model, timeout_s=10)
+
+    assert r.source == "llm" and r.category is FailureCategory.EDGE_CASE
+    assert r.analysis == GOOD["analysis"] and r.action_items == GOOD["actionItems"]
+    assert r.task_id == "T-1" and r.error_signature == "abc123" and r.files_modified == ["calc.py"]
+    assert r.usage is not None and r.usage.input_tokens and r.usage.cost_usd is None
+    assert r.model and r.model.startswith("scripted/")
+
+
+MALFORMED = {
+    "empty": "",
+    "prose only": "The test failed because add is wrong. Try again.",
+    "truncated json": '{"category": "edge_case", "analysis": "add took abs',
+    "wrong types": json.dumps({"category": 7, "analysis": ["a"], "suggestion": None}),
+    "one megabyte": "x" * 1_000_000 + "{" * 1000,
+    "json array": json.dumps([GOOD]),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", MALFORMED)
+async def test_malformed_replies_fall_back_to_a_valid_heuristic_reflection(tmp_path, kind):
+    model = model_answering(tmp_path, MALFORMED[kind])
+
+    r = await generate_reflection(context(), model, timeout_s=10)
+
+    assert r.source == "heuristic"
+    Reflection.from_json_line(r.to_json_line())  # a valid record
+    assert "test_add_negative" in r.analysis + r.suggestion + " ".join(r.action_items)
+    assert r.usage is not None and r.usage.input_tokens  # the wasted call is still counted
+
+
+@pytest.mark.anyio
+async def test_a_model_error_or_timeout_falls_back(tmp_path):
+    name = scripted_script([{"error": "auth"}, {"reply": json.dumps(GOOD), "delay": 5}], dir=tmp_path)
+    model = LiteLLMModel(name, backoff_s=0.001, max_attempts=1)
+
+    first = await generate_reflection(context(), model, timeout_s=5)
+    second = await generate_reflection(context(), model, timeout_s=0.3)
+
+    assert first.source == second.source == "heuristic"
+
+
+def test_replies_are_clamped_and_categories_mapped():
+    long = "word " * 400
+    draft = draft_from_reply(
+        {
+            "category": "Logic Error",
+            "analysis": long,
+            "suggestion": long,
+            "actionItems": ["x" * 500] * 9,
+            "confidence": 85,
+        }
+    )
+    assert draft.category is FailureCategory.ROOT_CAUSE
+    assert len(draft.analysis) <= 500 and len(draft.suggestion) <= 500
+    assert len(draft.action_items) == 5 and all(len(i) <= 200 for i in draft.action_items)
+    assert draft.confidence == 0.85
+    assert draft_from_reply({**GOOD, "confidence": -3}).confidence == 0.0
+    assert draft_from_reply({**GOOD, "category": "something new"}).category is FailureCategory.ROOT_CAUSE
+    with pytest.raises(ValueError):
+        draft_from_reply({"category": "edge_case"})
+
+
+def test_extract_json_finds_the_object_inside_prose_and_fences():
+    assert extract_json('Here: {"a": {"b": "}"}} and more') == {"a": {"b": "}"}}
+    assert extract_json("no json here") is None
+    assert extract_json("[1, 2]") is None
+
+
+def test_the_reflection_prompt_names_the_failure_and_warns_on_a_repeat():
+    previous = [_reflection(1, "first idea")]
+    messages = reflection_messages(context(previous_signature="abc123"), previous)
+    text = messages[-1]["content"]
+    assert "test_add_negative" in text and "Attempt: 1" in text and "calc.py" in text
+    assert "failed exactly like the one before" in text
+    assert "first idea" in text
+
+
+def _reflection(attempt: int, analysis: str, subtask: str = "T-1.1", **extra) -> Reflection:
+    return Reflection(
+        session_id="s1",
+        task_id="T-1",
+        subtask_id=subtask,
+        attempt_number=attempt,
+        category=FailureCategory.ROOT_CAUSE,
+        analysis=analysis,
+        suggestion=f"suggestion {attempt}",
+        action_items=[f"item {attempt}"],
+        confidence=0.5,
+        **extra,
+    )
+
+
+def test_format_for_prompt_lists_newest_first_and_ends_with_the_instruction():
+    block = format_for_prompt([_reflection(1, "one"), _reflection(3, "three"), _reflection(2, "two")])
+    assert block.index("three") < block.index("two") < block.index("one")
+    assert "What to do differently: suggestion 3" in block and "- item 2" in block
+    assert block.rstrip().endswith("try a different approach.")
+    assert "Do not repeat the mistakes" in block
+    assert format_for_prompt([]) == ""
+
+
+@pytest.mark.anyio
+async def test_the_service_saves_redacted_recalls_three_and_prunes(tmp_path):
+    store = JsonlReflectionStore.for_project(tmp_path)
+    service = ReflectionService(store, None)  # heuristic only: no tokens
+    secret = "sk-" + "A1b2C3d4" * 6
+    for attempt in range(1, 6):
+        await service.reflect(context(attempt_number=attempt, digest=DIGEST + f"\nOPENAI_API_KEY={secret}"))
+    service.save(_reflection(9, f"leaked {secret}", subtask="T-2.1"))
+
+    text = (tmp_path / ".openagents" / "memory" / "reflections.jsonl").read_text()
+    assert secret not in text
+    recent = service.recent("T-1.1")
+    assert [r.attempt_number for r in recent] == [5, 4, 3]
+    old = _reflection(1, "ancient", created_at=utc_now() - timedelta(days=400))
+    service.save(old)
+    assert service.prune(retention_days=90) == 1
+    assert store.count() == 6
+
+
+@pytest.mark.anyio
+async def test_the_service_works_on_the_in_memory_store_and_never_raises(tmp_path):
+    name = scripted_script([{"error": "server", "times": None}], dir=tmp_path)
+    service = ReflectionService(InMemoryReflectionStore(), LiteLLMModel(name, backoff_s=0.001, max_attempts=2))
+
+    r = await service.reflect(context())
+
+    assert r.source == "heuristic" and service.recent("T-1.1") == [r]
