@@ -1,0 +1,47 @@
+"""What every executor takes and gives back, and the protocol the loop calls.
+
+An executor turns one subtask prompt into changes in the working tree. It never commits:
+the loop finds the changes through git, verifies them and commits or restores.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+
+class ExecutionRequest(BaseModel):
+    """One attempt at one subtask."""
+
+    repo_dir: Path
+    # The full subtask prompt built by the loop: task, subtask, and on retries the last
+    # attempt's diff, its failure digest and the reflections.
+    prompt: str
+    attempt: int  # 1 for the first try
+    # Files the loop thinks are relevant (e.g. changed by the last attempt), repo-relative.
+    hint_paths: list[str] = Field(default_factory=list)
+
+
+class ExecutionResult(BaseModel):
+    """What an attempt did to the tree, or why it could not change it."""
+
+    ok: bool
+    # Why the attempt produced or applied no changes, written so that the next prompt
+    # can quote it (e.g. "edit 2 for src/calc.py: SEARCH text not found; ...").
+    error: str | None = None
+    touched: list[str] = Field(default_factory=list)  # repo-relative paths written
+    reply: str | None = None  # the raw reply or agent output, for the run log
+    usage: dict[str, Any] | None = None  # camelCase Usage body plus model and latencyS
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Something that edits a repository to carry out a subtask."""
+
+    name: str
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionResult:
+        """Make the attempt; a bad reply is a result with ok=False, not an exception."""
+        ...

@@ -1,0 +1,101 @@
+"""The command executor: hand the subtask to an external coding agent's command line.
+
+The prompt goes into a temporary file outside the repository (so it never shows up as
+a change) and the user's template is run through the shell in the repository, e.g.
+`claude -p "$(cat {prompt_file})"` or `aider --yes --message-file {prompt_file}`. The
+agent edits the tree itself; the loop finds its changes through git.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import string
+import tempfile
+from pathlib import Path
+
+from orchestrator.executors.base import ExecutionRequest, ExecutionResult
+from orchestrator.verify import CommandResult, run_command
+from reflection.redact import redact
+
+log = logging.getLogger("goldenloop.executors.command")
+
+_PLACEHOLDERS = frozenset({"prompt_file", "repo"})
+_TAIL_LINES = 40
+_TAIL_CHARS = 4000
+
+
+class CommandExecutor:
+    """Runs an agent command per attempt; ok when it exits 0."""
+
+    name = "command"
+
+    def __init__(self, template: str, *, timeout_s: float = 900.0) -> None:
+        _check_template(template)
+        self.template = template
+        self.timeout_s = timeout_s
+
+    def command_for(self, prompt_file: Path, repo_dir: Path) -> str:
+        """The shell command for one attempt, with both placeholders shell-quoted."""
+        return self.template.format(
+            prompt_file=shlex.quote(str(prompt_file)), repo=shlex.quote(str(repo_dir))
+        )
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionResult:
+        prompt_file = _write_prompt(request.prompt)
+        try:
+            command = self.command_for(prompt_file, request.repo_dir)
+            log.info("attempt %d: running %s", request.attempt, command)
+            done = await run_command(command, request.repo_dir, timeout_s=self.timeout_s, kind="agent")
+        finally:
+            prompt_file.unlink(missing_ok=True)
+        return _result(done, self.timeout_s)
+
+
+def _check_template(template: str) -> None:
+    """ValueError unless the template is well formed and names {prompt_file}."""
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"executor command template is malformed ({exc}): {template!r}") from None
+    unknown = sorted(fields - _PLACEHOLDERS)
+    if unknown:
+        raise ValueError(
+            f"executor command template has unknown placeholder(s) {unknown}; "
+            "use {prompt_file} and {repo}, and double braces for literal ones"
+        )
+    if "prompt_file" not in fields:
+        raise ValueError(
+            "executor command template must contain {prompt_file}, the file holding the "
+            f"prompt for the agent; got {template!r}"
+        )
+
+
+def _write_prompt(prompt: str) -> Path:
+    """The redacted prompt in a private temporary file outside the repository."""
+    fd, name = tempfile.mkstemp(prefix="goldenloop-prompt-", suffix=".md")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(redact(prompt))
+    return Path(name)
+
+
+def _result(done: CommandResult, timeout_s: float) -> ExecutionResult:
+    if done.ok:
+        return ExecutionResult(ok=True, reply=done.output)
+    if done.timed_out:
+        reason = f"agent command timed out after {timeout_s:g}s"
+    elif not done.started:
+        reason = "agent command could not be started"
+    else:
+        reason = f"agent command exited with code {done.exit_code}"
+    tail = _tail(done.output)
+    error = f"{reason}: {done.command}"
+    if tail:
+        error += f"\n--- last output ---\n{tail}"
+    return ExecutionResult(ok=False, error=error, reply=done.output)
+
+
+def _tail(output: str) -> str:
+    lines = output.rstrip().splitlines()[-_TAIL_LINES:]
+    return "\n".join(lines)[-_TAIL_CHARS:]
