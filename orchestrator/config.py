@@ -53,7 +53,7 @@ class ReflexionConfig(_ConfigModel):
 
     enabled: bool = True
     max_reflections_per_retry: int = Field(default=3, ge=1)
-    max_retries: int = Field(default=3, ge=1)
+    max_retries: int = Field(default=3, ge=0)  # 0: one attempt, no retry
     use_llm: bool = Field(default=True, alias="useLLM")  # False: heuristic reflections only
     model: str | None = Field(default=None, min_length=1)  # None: use defaultModel
     generation_timeout_ms: int = Field(default=30_000, ge=1)

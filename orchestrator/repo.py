@@ -1,9 +1,9 @@
 """The repository as the loop sees it: what an attempt changed, its diff, commit, restore.
 
-An attempt is measured against a base commit and the set of untracked files that
-existed when the subtask started: anything tracked that differs from the base, and
-any untracked file that was not there before, is the attempt's. The user's own
-untracked files and `.openagents/` are never counted, restored or committed.
+An attempt is measured against a base commit and the set of paths that were dirty
+(modified or untracked) when the subtask started: anything else that differs from the
+base, or is untracked and new, is the attempt's. The user's own dirty paths and
+`.openagents/` are never counted, restored or committed.
 
 Diffs and commits are built in a scratch index (GIT_INDEX_FILE) seeded from a commit,
 so whatever the user has staged stays exactly as it is.
@@ -81,6 +81,8 @@ class Repo:
         if self._repo.bare or self._repo.working_tree_dir is None:
             raise RepoError(f"{path} is a bare git repository; goldenloop needs a working tree")
         self.root = Path(self._repo.working_tree_dir)
+        self._commits: dict[str, str] = {}
+        self._identity: dict[str, str] | None = None
         if not self._repo.head.is_valid():
             raise RepoError(
                 f"{self.root} has no commits yet; make a first commit "
@@ -107,10 +109,15 @@ class Repo:
             raise RepoError(f"git {args[0]} failed: {detail.removeprefix('stderr: ')}") from exc
 
     def _commit_sha(self, rev: str) -> str:
+        if rev in self._commits:  # commits never change: check each name once
+            return self._commits[rev]
         try:
-            return self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+            sha = self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
         except RepoError:
             raise RepoError(f"{rev!r} is not a commit in {self.root}") from None
+        if rev == sha:
+            self._commits[rev] = sha
+        return sha
 
     def _paths_in_tree(self, rev: str, paths: Iterable[str]) -> set[str]:
         listed = self._git("ls-tree", "-r", "-z", "--name-only", rev, "--", *paths)
@@ -135,6 +142,14 @@ class Repo:
             return None
         return self._repo.active_branch.name
 
+    def contains(self, sha: str) -> bool:
+        """Whether commit `sha` is HEAD or one of its ancestors."""
+        try:
+            self._git("merge-base", "--is-ancestor", sha, "HEAD")
+        except RepoError:
+            return False
+        return True
+
     def dirty_paths(self, ignore: str = OPENAGENTS) -> list[str]:
         """Modified, staged, deleted and untracked (not ignored) paths outside `ignore`."""
         status = self._git(
@@ -147,22 +162,24 @@ class Repo:
         """Untracked, not ignored files, as repository-relative posix paths."""
         return set(_split_z(self._git("ls-files", "--others", "--exclude-standard", "-z")))
 
-    def _changes(self, base: str, before_untracked: set[str]) -> tuple[set[str], set[str]]:
+    def _changes(self, base: str, dirty_before: set[str]) -> tuple[set[str], set[str]]:
         """(tracked paths differing from base, untracked files created since), sans .openagents/."""
         base = self._commit_sha(base)
         tracked = set(_split_z(self._git("diff", "--name-only", "-z", "--no-renames", base, "--")))
-        created = self.untracked() - before_untracked
-        return _outside_openagents(tracked - created), _outside_openagents(created)
+        created = self.untracked() - dirty_before
+        # A path dirty before the subtask is the user's: never the attempt's to commit or undo.
+        tracked -= created | dirty_before
+        return _outside_openagents(tracked), _outside_openagents(created)
 
-    def changed_files(self, base: str, before_untracked: set[str]) -> list[str]:
+    def changed_files(self, base: str, dirty_before: set[str]) -> list[str]:
         """Files the attempt changed since `base`: tracked edits and deletions, new files."""
-        tracked, created = self._changes(base, before_untracked)
+        tracked, created = self._changes(base, dirty_before)
         return sorted(tracked | created)
 
     # -- diffs and snapshots --------------------------------------------------------
 
-    def _diff(self, base: str, before_untracked: set[str], *, binary: bool) -> str:
-        paths = self.changed_files(base, before_untracked)
+    def _diff(self, base: str, dirty_before: set[str], *, binary: bool) -> str:
+        paths = self.changed_files(base, dirty_before)
         if not paths:
             return ""
         base = self._commit_sha(base)
@@ -175,13 +192,13 @@ class Repo:
                 self._git("add", "--intent-to-add", "--force", "--", *new, env=env)
             return self._git("diff", *flags, base, "--", *paths, env=env, strip=False)
 
-    def diff(self, base: str, before_untracked: set[str], max_bytes: int | None = None) -> str:
+    def diff(self, base: str, dirty_before: set[str], max_bytes: int | None = None) -> str:
         """A unified diff of the attempt's changes, new files in full, cut at `max_bytes`."""
-        return _truncate(self._diff(base, before_untracked, binary=False), max_bytes)
+        return _truncate(self._diff(base, dirty_before, binary=False), max_bytes)
 
-    def snapshot(self, base: str, before_untracked: set[str]) -> str:
+    def snapshot(self, base: str, dirty_before: set[str]) -> str:
         """The attempt's changes as a binary-safe patch that `apply_snapshot` brings back."""
-        return self._diff(base, before_untracked, binary=True)
+        return self._diff(base, dirty_before, binary=True)
 
     def apply_snapshot(self, patch: str) -> None:
         """Apply a `snapshot` to the working tree (normally right after `restore`)."""
@@ -199,6 +216,11 @@ class Repo:
 
     def _identity_env(self) -> dict[str, str]:
         """Fallback author/committer variables for whatever identity git has no value for."""
+        if self._identity is None:
+            self._identity = self._find_identity_env()
+        return self._identity
+
+    def _find_identity_env(self) -> dict[str, str]:
         # `git config --get-regexp` exits 1 when nothing matches: not an error here.
         _, listed, _ = self._repo.git.execute(
             ["git", "config", "--name-only", "--get-regexp", IDENTITY_KEYS],
@@ -225,30 +247,36 @@ class Repo:
         if not paths:
             raise RepoError("nothing to commit: no paths were given")
         head = self.head()
-        known = self._paths_in_tree(head, paths)
-        present = [p for p in paths if p in known or os.path.lexists(self.root / p)]
+        present = [p for p in paths if os.path.lexists(self.root / p)]
+        gone = [p for p in paths if p not in present]
+        if gone:  # a deletion can only be staged for a path the base tree knows
+            known = self._paths_in_tree(head, gone)
+            present += [p for p in gone if p in known]
         with self._scratch_index(head) as env:
             if present:
                 self._git("add", "--all", "--", *present, env=env)
-            if not self._git("diff", "--cached", "--name-only", head, env=env):
-                raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD")
-            self._git(
-                "commit", "--quiet", "--no-verify", "--message", message,
-                env={**env, **self._identity_env()},
-            )
+            try:
+                self._git(
+                    "commit", "--quiet", "--no-verify", "--message", message,
+                    env={**env, **self._identity_env()},
+                )
+            except RepoError as exc:
+                if self.head() == head:  # git refused: the paths match HEAD
+                    raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD") from exc
+                raise
         # The real index still holds the old content of these paths; align it with HEAD.
         self._git("reset", "--quiet", "--", *present)
         sha = self.head()
         logger.info("committed %d path(s) as %s", len(present), sha[:12])
         return sha
 
-    def restore(self, base: str, before_untracked: set[str]) -> list[str]:
+    def restore(self, base: str, dirty_before: set[str]) -> list[str]:
         """Undo the attempt: tracked files back to `base`, files it created removed.
 
         Pre-existing untracked files and `.openagents/` are left alone; HEAD does not move.
         Returns the restored or removed paths, sorted.
         """
-        tracked, created = self._changes(base, before_untracked)
+        tracked, created = self._changes(base, dirty_before)
         if tracked:
             base = self._commit_sha(base)
             self._git("restore", f"--source={base}", "--staged", "--worktree", "--", *tracked)

@@ -36,7 +36,7 @@ CHUNK = 64 * 1024
 NOT_FOUND_EXIT = 127  # POSIX shells: command not found
 NOT_EXECUTABLE_EXIT = 126  # POSIX shells: found but not executable
 
-Kind = Literal["typecheck", "test"]
+Kind = Literal["typecheck", "test", "agent"]  # agent: an external coding agent run
 
 
 class CommandResult(BaseModel):

@@ -421,6 +421,32 @@ def missing_api_key(model: str, *, api_base: str | None = None) -> str | None:
     return f"model {model!r} needs {_join(missing)}, which {verb} not set."
 
 
+def price_known(model: str) -> bool:
+    """Whether litellm can price `model` (a scripted model: whether its script has pricing).
+
+    A run with a cost budget refuses to start on a model whose price is unknown, rather
+    than spend money it cannot count.
+    """
+    litellm = _litellm()
+    if model.startswith(_SCRIPTED_PREFIX):
+        path = Path(model[len(_SCRIPTED_PREFIX) :]).resolve()
+        try:
+            script = _load_script(litellm, path)
+        except Exception:  # an unreadable script fails at its first call, not here
+            return False
+        if script.pricing is None:
+            return False
+        _register_price(litellm, model, script.pricing)
+        return True
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=1000, completion_tokens=1000
+        )
+    except Exception:  # litellm raises for models missing from its price map
+        return False
+    return prompt_cost + completion_cost > 0
+
+
 def _join(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 

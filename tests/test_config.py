@@ -114,8 +114,8 @@ def test_valid_file_is_read_with_camel_case_keys(project: Path) -> None:
             "project.json: failureCleanup must be one of 'restore' or 'keep' (got \"revert\")",
         ),
         (
-            {"reflexion": {"maxRetries": 0}},
-            "project.json: reflexion.maxRetries must be at least 1 (got 0)",
+            {"reflexion": {"maxRetries": -1}},
+            "project.json: reflexion.maxRetries must be at least 0 (got -1)",
         ),
         (
             {"timeouts": {"verifySeconds": -5}},

@@ -216,6 +216,22 @@ def test_restore_puts_the_tree_back_and_leaves_user_files_alone(project: Path) -
     assert repo.dirty_paths() == ["notes.txt"]
 
 
+def test_a_file_the_user_modified_before_is_never_committed_or_restored(project: Path) -> None:
+    (project / "src" / "app.py").write_text("def answer():\n    return 40  # user's edit\n")
+    repo = Repo(project)
+    base, before = repo.head(), set(repo.dirty_paths())
+    (project / "src" / "old.py").write_text("OLD = False\n")  # the attempt's edit
+
+    assert repo.changed_files(base, before) == ["src/old.py"]
+    repo.commit(repo.changed_files(base, before), "T-1: flip OLD")
+    (project / "src" / "new.py").write_text("N = 1\n")
+    repo.restore(repo.head(), before)
+
+    assert "user's edit" in (project / "src" / "app.py").read_text()
+    assert git(project, "show", "--name-only", "--format=", "HEAD").split() == ["src/old.py"]
+    assert not (project / "src" / "new.py").exists()
+
+
 def test_snapshot_round_trip_brings_an_attempt_back(project: Path) -> None:
     repo = Repo(project)
     base, before = repo.head(), repo.untracked()

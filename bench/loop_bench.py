@@ -1,0 +1,119 @@
+"""How much time does the orchestrator itself add to an attempt?
+
+Runs N one-attempt tasks through `do-one-task` (in one process, the scripted model
+answering at once, the test command `true`), and the same git and test steps done by a
+shell script, on identical repositories; prints the time per attempt of each and their
+ratio (target <= 1.3). Also prints the wall time of `do-one-task --help` in a fresh
+process (target under 0.3 s).
+
+    .venv/bin/python bench/loop_bench.py [--tasks 20] [--help-runs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SHELL_STEPS = r"""
+set -e
+cd "$1"; n="$2"
+git status --porcelain >/dev/null                      # orient: dirty check
+printf 'VALUE_%s = %s\n' "$n" "$n" > "mod_$n.py"        # the attempt's edit
+true                                                    # the test command
+git add "mod_$n.py" && git commit -q -m "T-$n: add mod_$n"
+sed -i "s/\"id\":\"T-$n\",\"status\":\"open\"/\"id\":\"T-$n\",\"status\":\"closed\"/" .openagents/tasks.jsonl
+git add .openagents && git commit -q -m "T-$n: bookkeeping"
+"""
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def make_repo(root: Path, tasks: int) -> Path:
+    repo = root / "repo"
+    meta = repo / ".openagents"
+    meta.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "bench@example.invalid")
+    git(repo, "config", "user.name", "bench")
+    (repo / "README.md").write_text("bench\n")
+    lines, replies = [], []
+    for n in range(tasks):
+        lines.append(json.dumps({"id": f"T-{n}", "status": "open", "title": f"add mod_{n}",
+                                 "priority": 2, "createdAt": f"2026-01-01T00:00:{n:02d}Z"},
+                                separators=(",", ":")))
+        replies.append({"match": f"Task T-{n}:", "reply": f"mod_{n}.py\n<<<<<<< FILE\nVALUE_{n} = {n}\n>>>>>>> FILE\n"})
+    (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    (meta / "script.json").write_text(json.dumps({"replies": replies}))
+    (meta / "project.json").write_text(json.dumps({
+        "testCommands": ["true"], "defaultModel": "scripted/.openagents/script.json",
+        "decomposeMinChars": 0}))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+def time_orchestrator(tasks: int) -> list[float]:
+    from orchestrator.cli import do_one_task_main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = make_repo(Path(tmp), tasks + 1)
+        with contextlib.redirect_stdout(io.StringIO()):
+            do_one_task_main(["--dir", str(repo)])  # warm-up: imports, litellm, caches
+        times = []
+        for _ in range(tasks):
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = do_one_task_main(["--dir", str(repo)])
+            times.append(time.perf_counter() - start)
+            assert code == 0, f"do-one-task exited {code}"
+    return times
+
+
+def time_shell(tasks: int) -> list[float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = make_repo(Path(tmp), tasks)
+        times = []
+        for n in range(tasks):
+            start = time.perf_counter()
+            subprocess.run(["bash", "-c", SHELL_STEPS, "steps", str(repo), str(n)], check=True)
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def time_help(runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "orchestrator.cli", "do-one-task", "--help"],
+                       check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--help-runs", type=int, default=10)
+    args = parser.parse_args()
+    ours = statistics.median(time_orchestrator(args.tasks))
+    shell = statistics.median(time_shell(args.tasks))
+    helps = time_help(args.help_runs)
+    print(f"do-one-task, one passing attempt (median of {args.tasks}): {ours * 1000:.1f} ms")
+    print(f"same git and test steps by shell script (median):       {shell * 1000:.1f} ms")
+    print(f"ratio orchestrator / shell: {ours / shell:.2f}  (target <= 1.3)")
+    print(f"do-one-task --help wall time: median {statistics.median(helps) * 1000:.0f} ms, "
+          f"max {max(helps) * 1000:.0f} ms  (target < 300 ms)")
+
+
+if __name__ == "__main__":
+    main()

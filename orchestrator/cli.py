@@ -1,0 +1,90 @@
+"""Command line: `do-one-task` and `overnight`.
+
+Only argparse is imported at start-up, so `--help` is instant; the engine (and litellm,
+lazily, inside the model client) is imported when a command runs.
+
+Exit codes: 0 done, 1 escalated/blocked, 2 usage or config error, 3 no ready task,
+4 repository refused (dirty, locked), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_CODES = (
+    "exit codes: 0 done, 1 escalated or blocked, 2 usage or config error, "
+    "3 no ready task, 4 repository refused (dirty or locked), 130 interrupted"
+)
+
+
+def do_one_task_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="do-one-task",
+        description="Run the golden loop on one task of a repository's backlog: "
+        "decompose, execute, verify, commit; reflect and retry on failure.",
+        epilog=EXIT_CODES,
+    )
+    parser.add_argument("--dir", type=Path, default=Path.cwd(), help="the repository (default: here)")
+    parser.add_argument("--task", metavar="ID", help="run this task instead of the next ready one")
+    _add_shared(parser)
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="run even with uncommitted changes (they are left alone and never committed)",
+    )
+    return parser
+
+
+def _add_shared(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", metavar="M", help="litellm model name (overrides project.json)")
+    parser.add_argument(
+        "--no-reflexion", action="store_true", help="retry with the raw failure only, no reflections"
+    )
+    parser.add_argument("--max-retries", type=int, metavar="N", help="retries per subtask (default 3)")
+    parser.add_argument("--json", action="store_true", help="print the run's events as JSON lines")
+
+
+def do_one_task_main(argv: list[str] | None = None) -> int:
+    args = do_one_task_parser().parse_args(argv)
+    from orchestrator.commands import do_one_task  # heavy imports only now
+
+    return do_one_task(args)
+
+
+def overnight_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="overnight",
+        description="Run the golden loop over the backlogs of one or more repositories "
+        "until a budget or the backlogs run out. Safe to stop at any moment.",
+        epilog=EXIT_CODES,
+    )
+    parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="repositories")
+    parser.add_argument("--max-tasks", type=int, metavar="N", help="stop after N finished tasks")
+    parser.add_argument("--max-hours", type=float, metavar="H", help="stop after H hours")
+    parser.add_argument("--max-cost", type=float, metavar="USD", help="stop before spending more")
+    parser.add_argument("--parallel", type=int, metavar="K", help="tasks at once, each in its own worktree")
+    _add_shared(parser)
+    return parser
+
+
+def overnight_main(argv: list[str] | None = None) -> int:
+    args = overnight_parser().parse_args(argv)
+    from orchestrator.commands import overnight
+
+    return overnight(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`goldenloop do-one-task ...` and `goldenloop overnight ...`."""
+    argv = sys.argv[1:] if argv is None else argv
+    commands = {"do-one-task": do_one_task_main, "overnight": overnight_main}
+    if not argv or argv[0] not in commands:
+        print("usage: goldenloop {do-one-task,overnight} [options]  (see --help of each)")
+        return 2
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""Task -> subtasks, and the per-subtask state saved in `.openagents/subtasks/<taskId>.json`.
+
+The model proposes at most 5 subtasks as JSON; any error or bad reply falls back to one
+subtask equal to the task, so decomposition can slow a run down but never stop it. The
+plan is saved after every change, so a rerun resumes after the last finished subtask.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import orjson
+from pydantic import Field, ValidationError
+
+from orchestrator.fileio import atomic_write
+from orchestrator.tasks import Task
+from reflection.generate import extract_json
+from reflection.llm import ChatModel
+from reflection.redact import redact
+from reflection.schema import CamelModel, utc_now
+
+log = logging.getLogger("goldenloop.decompose")
+
+MAX_SUBTASKS = 5
+SubtaskStatus = Literal["pending", "in_progress", "done", "failed"]
+
+
+class AttemptRecord(CamelModel):
+    """What one attempt did and how verification judged it."""
+
+    number: int
+    started_at: datetime = Field(default_factory=utc_now)
+    outcome: str  # passed | failed | edit_failed | model_error | interrupted
+    failure_type: str | None = None
+    summary: str = ""
+    error_signature: str | None = None
+    tests_passed: int | None = None
+    tests_failed: int | None = None
+    files_changed: list[str] = Field(default_factory=list)
+    reflection_id: str | None = None
+    duration_s: float | None = None
+
+
+class Subtask(CamelModel):
+    id: str
+    title: str
+    description: str = ""
+    about_tests: bool = False  # the subtask's job is to write or change tests
+    status: SubtaskStatus = "pending"
+    failure_count: int = 0
+    last_failure_reason: str | None = None
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    commit: str | None = None
+    # Where the subtask started, so a crashed run can put the tree back.
+    base_commit: str | None = None
+    dirty_before: list[str] = Field(default_factory=list)
+
+
+class SubtaskPlan(CamelModel):
+    task_id: str
+    source: Literal["llm", "task"] = "task"
+    created_at: datetime = Field(default_factory=utc_now)
+    subtasks: list[Subtask]
+
+    @staticmethod
+    def path_for(project_dir: Path, task_id: str) -> Path:
+        return project_dir / ".openagents" / "subtasks" / f"{_safe_name(task_id)}.json"
+
+    @classmethod
+    def load(cls, path: Path) -> SubtaskPlan | None:
+        """The saved plan, or None when there is none or it is unreadable."""
+        try:
+            return cls.model_validate(orjson.loads(path.read_bytes()))
+        except FileNotFoundError:
+            return None
+        except (orjson.JSONDecodeError, ValidationError) as exc:
+            log.warning("ignoring unreadable subtask plan %s: %s", path, exc)
+            return None
+
+    def save(self, path: Path) -> None:
+        atomic_write(path, orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+
+    def next_subtask(self) -> Subtask | None:
+        return next((s for s in self.subtasks if s.status != "done"), None)
+
+
+def _safe_name(task_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
+
+
+def single_subtask_plan(task: Task) -> SubtaskPlan:
+    subtask = Subtask(id=f"{task.id}.1", title=task.title, description=task.description)
+    return SubtaskPlan(task_id=task.id, source="task", subtasks=[subtask])
+
+
+def is_small(task: Task, min_chars: int) -> bool:
+    """A task whose whole text is short is done in one subtask, without a model call."""
+    return len(task.title) + len(task.description) < min_chars
+
+
+PROMPT = """Split this coding task into at most {limit} ordered subtasks. Each subtask must
+leave the repository passing its tests, so prefer few, self-contained steps; a small task
+is one subtask. Mark a subtask "aboutTests": true only when its job is to write or change
+tests.
+
+Task {id}: {title}
+{description}
+{criteria}
+Reply with JSON only:
+{{"subtasks": [{{"title": "...", "description": "...", "aboutTests": false}}]}}"""
+
+
+async def decompose(task: Task, model: ChatModel | None, *, timeout_s: float) -> SubtaskPlan:
+    """Ask the model for subtasks; fall back to the task itself on any trouble."""
+    if model is None:
+        return single_subtask_plan(task)
+    criteria = task.acceptance_criteria or ""
+    if isinstance(criteria, list):
+        criteria = "\n".join(f"- {c}" for c in criteria)
+    prompt = PROMPT.format(
+        limit=MAX_SUBTASKS,
+        id=task.id,
+        title=task.title,
+        description=task.description,
+        criteria=f"Acceptance criteria:\n{criteria}\n" if criteria else "",
+    )
+    try:
+        reply = await model.complete([{"role": "user", "content": redact(prompt)}], timeout=timeout_s)
+        return _plan_from_reply(task, reply.text)
+    except Exception as exc:  # noqa: BLE001 - a plan is optional; the task itself is a plan
+        log.warning("decomposition of %s failed (%s); using one subtask", task.id, exc)
+        return single_subtask_plan(task)
+
+
+def _plan_from_reply(task: Task, text: str) -> SubtaskPlan:
+    obj = extract_json(text)
+    items = obj.get("subtasks") if obj else None
+    if not isinstance(items, list) or not items:
+        raise ValueError("the reply has no list of subtasks")
+    subtasks = []
+    for i, item in enumerate(items[:MAX_SUBTASKS], start=1):
+        title = item.get("title") if isinstance(item, dict) else None
+        if not isinstance(title, str) or not title.strip():
+            raise ValueError(f"subtask {i} has no title")
+        description = item.get("description")
+        subtasks.append(
+            Subtask(
+                id=f"{task.id}.{i}",
+                title=" ".join(title.split())[:200],
+                description=description if isinstance(description, str) else "",
+                about_tests=item.get("aboutTests") is True,
+            )
+        )
+    return SubtaskPlan(task_id=task.id, source="llm", subtasks=subtasks)

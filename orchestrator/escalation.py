@@ -1,0 +1,102 @@
+"""The escalation packet: what a human needs when the loop gives up on a subtask.
+
+`.openagents/escalations/<taskId>.md` says what was tried, what the reflections
+concluded, the last failure, and what it cost; `<taskId>.patch` holds the best attempt's
+diff, ready for `git apply`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.decompose import Subtask
+from orchestrator.fileio import atomic_write
+from orchestrator.metering import Meter
+from orchestrator.tasks import Task
+from reflection.redact import redact
+from reflection.schema import Reflection
+
+
+@dataclass(frozen=True)
+class AttemptSnapshot:
+    number: int
+    summary: str
+    diff: str
+    score: float  # share of tests passing; the best attempt has the highest
+
+
+def best_attempt(snapshots: Sequence[AttemptSnapshot]) -> AttemptSnapshot | None:
+    """Highest score; on a tie the later attempt, which had more to learn from."""
+    with_changes = [s for s in snapshots if s.diff.strip()]
+    return max(with_changes, key=lambda s: (s.score, s.number), default=None)
+
+
+def write_packet(
+    project_dir: Path,
+    task: Task,
+    subtask: Subtask,
+    *,
+    snapshots: Sequence[AttemptSnapshot],
+    reflections: Sequence[Reflection],
+    meter: Meter,
+) -> Path:
+    folder = project_dir / ".openagents" / "escalations"
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.id)
+    packet, patch = folder / f"{name}.md", folder / f"{name}.patch"
+    best = best_attempt(snapshots)
+    if best is not None:
+        atomic_write(patch, redact(best.diff).encode())
+    atomic_write(packet, redact(_markdown(task, subtask, snapshots, reflections, meter, best, patch)).encode())
+    return packet
+
+
+def _markdown(
+    task: Task,
+    subtask: Subtask,
+    snapshots: Sequence[AttemptSnapshot],
+    reflections: Sequence[Reflection],
+    meter: Meter,
+    best: AttemptSnapshot | None,
+    patch: Path,
+) -> str:
+    lines = [
+        f"# Escalation: {task.id} — {task.title}",
+        "",
+        f"Subtask `{subtask.id}`: {subtask.title}",
+        f"The loop gave up after {len(snapshots)} attempt(s). The task is blocked until a "
+        "human looks at it.",
+        "",
+        "## What was tried",
+        *[f"- Attempt {s.number}: {s.summary}" for s in snapshots],
+        "",
+        "## What the reflections concluded (newest first)",
+    ]
+    if not reflections:
+        lines.append("- (reflexion was off, or no reflection was written)")
+    for r in reflections:
+        lines.append(f"- Attempt {r.attempt_number} [{r.category.value}]: {r.analysis}")
+        lines.append(f"  Suggested: {r.suggestion}")
+    last = snapshots[-1].summary if snapshots else "unknown"
+    lines += ["", "## Last failure", "", last, "", "## Best attempt"]
+    if best is None:
+        lines.append("No attempt changed any file.")
+    else:
+        lines += [
+            f"Attempt {best.number} ({best.summary}); its diff is saved as `{patch.name}` "
+            f"next to this file (apply it with `git apply {patch.name}`).",
+            "",
+            "```diff",
+            best.diff[:20_000],
+            "```",
+        ]
+    lines += [
+        "",
+        "## Cost",
+        f"- Model calls: {meter.calls}",
+        f"- Tokens: {meter.input_tokens} in, {meter.output_tokens} out",
+        f"- Cost: {meter.cost_text()}",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,109 @@
+"""Run-log events rendered for people (one readable line per step) or as JSON lines."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import orjson
+
+from orchestrator.runlog import Event
+
+
+class JsonLines:
+    def __init__(self, out: TextIO | None = None) -> None:
+        self._out = out
+
+    @property
+    def out(self) -> TextIO:
+        return self._out or sys.stdout  # looked up late: tests and pipes swap sys.stdout
+
+    def __call__(self, event: Event) -> None:
+        self.out.write(orjson.dumps(event).decode() + "\n")
+        self.out.flush()
+
+
+class HumanLines:
+    """Terse lines that tell the story: attempt k/N, verdict, reflection, commit."""
+
+    def __init__(self, out: TextIO | None = None, *, prefix_task: bool = False) -> None:
+        self._out = out
+        self.prefix_task = prefix_task  # overnight workers interleave: name the task
+
+    @property
+    def out(self) -> TextIO:
+        return self._out or sys.stdout
+
+    def __call__(self, event: Event) -> None:
+        render = getattr(self, "_" + event["event"], None)
+        text = render(event) if render else None
+        if text:
+            if self.prefix_task and event.get("taskId"):
+                text = f"[{event['taskId']}] {text.strip()}"
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def _task_started(self, e: Event) -> str:
+        return f"Task {e['taskId']}: {e['title']}"
+
+    def _decomposed(self, e: Event) -> str:
+        subtasks = e.get("subtasks", [])
+        how = "planned by the model" if e.get("source") == "llm" else "the task as one subtask"
+        lines = [f"  plan: {len(subtasks)} subtask(s), {how}"]
+        lines += [f"    {s['id']}  {s['title']}" for s in subtasks] if len(subtasks) > 1 else []
+        return "\n".join(lines)
+
+    def _plan_resumed(self, e: Event) -> str:
+        return f"  resuming: {e['done']} of {e['total']} subtask(s) already done"
+
+    def _attempt_started(self, e: Event) -> str:
+        return f"  [{e['subtaskId']}] attempt {e['attempt']}/{e['of']}"
+
+    def _edit_failed(self, e: Event) -> str:
+        return f"    FAIL  edits did not apply: {_first_line(e.get('error'))}"
+
+    def _verdict(self, e: Event) -> str:
+        mark = "PASS" if e.get("passed") else "FAIL"
+        return f"    {mark}  {e.get('summary', '')}"
+
+    def _reflection(self, e: Event) -> str:
+        where = f"\n      written to {e['path']}" if e.get("path") else ""
+        return (
+            f"    reflection ({e.get('source')}) [{e.get('category')}]: {e.get('analysis')}\n"
+            f"      next: {e.get('suggestion')}{where}"
+        )
+
+    def _reflection_failed(self, e: Event) -> str:
+        return f"    reflection could not be saved: {e.get('error')}"
+
+    def _committed(self, e: Event) -> str:
+        files = e.get("files", [])
+        return f"    committed {str(e['sha'])[:10]} ({len(files)} file(s): {', '.join(files[:4])})"
+
+    def _no_changes(self, e: Event) -> str:
+        return "    nothing to commit: the checks pass without changes"
+
+    def _model_error(self, e: Event) -> str:
+        return f"    model error ({e.get('kind')}) during {e.get('purpose')}: {_first_line(e.get('message'))}"
+
+    def _escalated(self, e: Event) -> str:
+        restored = "tree restored to the subtask's start; " if e.get("restored") else ""
+        return f"  ESCALATED: {restored}packet: {e.get('packet')}"
+
+    def _restored(self, e: Event) -> str:
+        paths = e.get("paths") or []
+        return f"  restored the tree of {e.get('subtaskId')} ({len(paths)} path(s))"
+
+    def _task_closed(self, e: Event) -> str:
+        return f"  closed {e['taskId']} with {len(e.get('commits', []))} commit(s)"
+
+    def _task_blocked(self, e: Event) -> str:
+        return f"  blocked {e['taskId']}: {e.get('reason')}"
+
+    def _task_reopened(self, e: Event) -> str:
+        return f"  put {e['taskId']} back to open ({e.get('reason')})"
+
+
+def _first_line(text: Any) -> str:
+    lines = str(text or "").strip().splitlines()
+    return lines[0][:300] if lines else ""

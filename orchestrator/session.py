@@ -1,0 +1,307 @@
+"""Orient and wire: everything between "a folder" and "a GoldenLoop ready to run a task".
+
+A `ProjectSession` opens one repository for one run: it loads the config (with the
+command line's overrides), refuses a dirty tree, takes the agent lock, checks the model's
+API key before any work, recovers what a killed run left behind, and builds the loop's
+parts. Both `do-one-task` and `overnight` use it. Every problem a user can cause ends
+in a `UserError` carrying one sentence and an exit code.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.config import ConfigError, ProjectConfig, load_config
+from orchestrator.decompose import SubtaskPlan
+from orchestrator.executors import BuiltinExecutor, CommandExecutor, Executor
+from orchestrator.fileio import LockTimeout
+from orchestrator.lock import AgentLock, LockHeld, describe_holder
+from orchestrator.loop import GoldenLoop, LoopParts, TaskOutcome
+from orchestrator.metering import Meter, MeteredModel
+from orchestrator.repo import OPENAGENTS, Repo, RepoError
+from orchestrator.runlog import RunLog
+from orchestrator.tasks import Task, TaskBoard, TaskFileError
+from reflection.llm import ChatModel, LiteLLMModel, missing_api_key
+from reflection.service import ReflectionService
+from reflection.store import JsonlReflectionStore
+
+EXIT_DONE, EXIT_BLOCKED, EXIT_USAGE, EXIT_NO_TASK, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+
+class UserError(Exception):
+    """A problem the user can fix; `str()` is one sentence, `exit_code` per DESIGN §5."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class Overrides:
+    """Command-line switches that win over project.json and the environment."""
+
+    model: str | None = None
+    reflexion: bool | None = None
+    max_retries: int | None = None
+    allow_dirty: bool = False
+
+
+@dataclass
+class ProjectSession:
+    project_dir: Path
+    overrides: Overrides = field(default_factory=Overrides)
+    runlog: RunLog | None = None
+    config: ProjectConfig = field(init=False)
+    repo: Repo = field(init=False)
+    board: TaskBoard = field(init=False)
+    notices: list[str] = field(default_factory=list)
+    run_meter: Meter = field(default_factory=Meter)
+    _lock: AgentLock | None = None
+
+    # -- orient ---------------------------------------------------------------------
+
+    def open(self) -> ProjectSession:
+        """Everything that can refuse the run, in the order a user would fix it."""
+        if not self.project_dir.is_dir():
+            raise UserError(f"{self.project_dir} is not a folder")
+        self.config = self._load_config()
+        self.repo = _call(lambda: Repo(self.project_dir), EXIT_USAGE)
+        self.project_dir = self.repo.root
+        if self.runlog is None:
+            self.runlog = RunLog(self.project_dir)
+        self._refuse_dirty_tree()
+        self._check_api_keys()
+        self.board = _call(lambda: TaskBoard.for_project(self.project_dir), EXIT_USAGE)
+        ensure_runtime_ignored(self.project_dir)
+        self._take_lock()
+        self.notices.extend(self.board.warnings)
+        self.recover()
+        return self
+
+    def _load_config(self) -> ProjectConfig:
+        try:
+            loaded = load_config(self.project_dir)
+        except ConfigError as exc:
+            raise UserError(str(exc)) from None
+        self.notices.extend(loaded.warnings)
+        config, o = loaded.config, self.overrides
+        reflexion = config.reflexion
+        if o.reflexion is not None:
+            reflexion = reflexion.model_copy(update={"enabled": o.reflexion})
+        if o.max_retries is not None:
+            if o.max_retries < 0:
+                raise UserError("--max-retries must be 0 or more")
+            reflexion = reflexion.model_copy(update={"max_retries": o.max_retries})
+        update: dict = {"reflexion": reflexion}
+        if o.model:
+            update["default_model"] = o.model
+        return config.model_copy(update=update)
+
+    def _refuse_dirty_tree(self) -> None:
+        dirty = self.repo.dirty_paths()
+        if not dirty:
+            return
+        if self.overrides.allow_dirty:
+            self.notices.append(
+                f"working tree has {len(dirty)} uncommitted change(s); they are left alone "
+                "and never committed (--allow-dirty)"
+            )
+            return
+        shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
+        raise UserError(
+            f"the working tree has uncommitted changes ({shown}); commit or stash them, "
+            "or pass --allow-dirty",
+            EXIT_REFUSED,
+        )
+
+    def models_in_use(self) -> list[str]:
+        c = self.config
+        names = []
+        if c.executor.kind == "builtin" or c.decompose_min_chars > 0:
+            names.append(self.resolve_model(c.default_model))
+        if c.reflexion.enabled and c.reflexion.use_llm:
+            names.append(self.resolve_model(c.reflection_model))
+        return list(dict.fromkeys(names))
+
+    def _check_api_keys(self) -> None:
+        for name in self.models_in_use():
+            problem = missing_api_key(name)
+            if problem:
+                raise UserError(problem)
+
+    def resolve_model(self, name: str) -> str:
+        """A scripted model's relative script path is relative to the project."""
+        prefix = "scripted/"
+        if name.startswith(prefix) and not Path(name[len(prefix) :]).is_absolute():
+            return prefix + str(self.project_dir / name[len(prefix) :])
+        return name
+
+    def _take_lock(self) -> None:
+        lock = AgentLock(self.project_dir)
+        try:
+            lock.acquire()
+        except LockHeld as exc:
+            raise UserError(str(exc), EXIT_REFUSED) from None
+        self._lock = lock
+        if lock.stale_holder:
+            self.notices.append(
+                f"took over a stale lock left by a run that died ({describe_holder(lock.stale_holder)})"
+            )
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        if hasattr(self, "repo"):
+            self.repo.close()
+
+    def __enter__(self) -> ProjectSession:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- recovery -------------------------------------------------------------------
+
+    def recover(self) -> list[str]:
+        """Put back what a killed or interrupted run left: trees restored, tasks reopened."""
+        recovered = []
+        for task in self.board.tasks():
+            if task.status != "in_progress":
+                continue
+            self.restore_task(task)
+            recovered.append(task.id)
+        if recovered:
+            self.notices.append(
+                "recovered task(s) left in progress by an earlier run: " + ", ".join(recovered)
+            )
+        return recovered
+
+    def restore_task(self, task: Task) -> None:
+        """Undo the unfinished subtask of `task` (if any) and put the task back to open."""
+        path = SubtaskPlan.path_for(self.project_dir, task.id)
+        plan = SubtaskPlan.load(path)
+        for subtask in plan.subtasks if plan else []:
+            if subtask.status != "in_progress" or subtask.base_commit is None:
+                continue
+            if self.repo.head() == subtask.base_commit:
+                restored = self.repo.restore(subtask.base_commit, set(subtask.dirty_before))
+                self.runlog.event("restored", taskId=task.id, subtaskId=subtask.id, paths=restored)
+            subtask.status = "pending"
+            plan.save(path)
+        self.board.reopen(task.id)
+        self.runlog.event("task_reopened", taskId=task.id, reason="interrupted run")
+
+    # -- select and run -------------------------------------------------------------
+
+    def select(self, task_id: str | None) -> Task:
+        if task_id is None:
+            task = self.board.next_ready()
+            if task is None:
+                raise UserError("no ready task in .openagents/tasks.jsonl", EXIT_NO_TASK)
+            return task
+        task = _call(lambda: self.board.get(task_id), EXIT_USAGE)
+        if task not in self.board.ready():
+            raise UserError(f"task {task_id} is not ready (status {task.status}, or a dependency is open)", EXIT_NO_TASK)
+        return task
+
+    def base_model(self, name: str) -> ChatModel:
+        return LiteLLMModel(self.resolve_model(name), timeout=self.config.timeouts.model_seconds)
+
+    def build_loop(self, task_meter: Meter, repo: Repo | None = None) -> GoldenLoop:
+        c, runlog = self.config, self.runlog
+        assert runlog is not None
+        meters = [task_meter, self.run_meter]
+        model = MeteredModel(self.base_model(c.default_model), meters, runlog, "execute")
+        planner = MeteredModel(self.base_model(c.default_model), meters, runlog, "decompose")
+        executor: Executor
+        if c.executor.kind == "command":
+            executor = CommandExecutor(c.executor.command or "", timeout_s=c.executor.timeout_seconds)
+        else:
+            executor = BuiltinExecutor(
+                model, max_context_bytes=c.executor.max_context_bytes, timeout_s=c.timeouts.model_seconds
+            )
+        service = None
+        if c.reflexion.enabled:
+            reflector = MeteredModel(self.base_model(c.reflection_model), meters, runlog, "reflect")
+            service = ReflectionService(
+                JsonlReflectionStore.for_project(self.project_dir),
+                reflector,
+                use_llm=c.reflexion.use_llm,
+                timeout_s=c.reflexion.generation_timeout_ms / 1000,
+                max_per_retry=c.reflexion.max_reflections_per_retry,
+            )
+        parts = LoopParts(
+            project_dir=self.project_dir,
+            config=c,
+            repo=repo or self.repo,
+            board=self.board,
+            runlog=runlog,
+            executor=executor,
+            planner=planner if c.decompose_min_chars > 0 else None,
+            reflections=service,
+            session_id=runlog.run_id,
+            meter=task_meter,
+        )
+        return GoldenLoop(parts)
+
+    async def run_task(self, task: Task) -> TaskOutcome:
+        """Run one task; on interruption put the tree and the task back, then re-raise."""
+        loop = self.build_loop(Meter())
+        try:
+            outcome = await loop.run_task(task)
+        except BaseException:
+            self.restore_task(self.board.get(task.id))
+            raise
+        self.commit_bookkeeping(task.id)
+        return outcome
+
+    def commit_bookkeeping(self, task_id: str) -> str | None:
+        """Commit `.openagents/` state in a commit of its own, never with code."""
+        if not self.config.commit_bookkeeping:
+            return None
+        paths = [
+            p
+            for p in self.repo.dirty_paths(ignore="\0")
+            if p.startswith(OPENAGENTS) and not p.endswith(".lock")
+        ]
+        if not paths:
+            return None
+        try:
+            sha = self.repo.commit(paths, f"{task_id}: goldenloop bookkeeping")
+        except RepoError as exc:
+            self.notices.append(f"bookkeeping was not committed: {exc}")
+            return None
+        self.runlog.event("bookkeeping_committed", taskId=task_id, sha=sha, files=len(paths))
+        return sha
+
+
+RUNTIME_IGNORE = """# Written by goldenloop: runtime files that are not project state.
+*.lock
+runs/
+progress.md
+worktrees/
+"""
+
+
+def ensure_runtime_ignored(project_dir: Path) -> None:
+    """Keep locks, run logs and progress out of git; tasks, plans, memory and
+    escalations stay versioned with the code they describe."""
+    path = project_dir / ".openagents" / ".gitignore"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(RUNTIME_IGNORE)
+
+
+def _call(make, exit_code: int):
+    """Run `make`, turning the errors a user can cause into a UserError."""
+    try:
+        return make()
+    except (RepoError, TaskFileError, LockTimeout) as exc:
+        raise UserError(str(exc), exit_code) from None
+
+
+def new_session_id() -> str:
+    return secrets.token_hex(6)

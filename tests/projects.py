@@ -1,0 +1,137 @@
+"""Build real repositories with a backlog, a config and a model script, for loop tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+PY = sys.executable
+
+CALC = '''def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+'''
+
+CALC_TESTS = '''from calc import add, mul
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_add_negative():
+    assert add(-1, -1) == -2
+
+
+def test_mul():
+    assert mul(3, 4) == 12
+'''
+
+FIX_ADD = """calc.py
+<<<<<<< SEARCH
+    return a - b
+=======
+    return a + b
+>>>>>>> REPLACE
+"""
+
+WRONG_ADD = """calc.py
+<<<<<<< SEARCH
+    return a - b
+=======
+    return abs(a) + abs(b)
+>>>>>>> REPLACE
+"""
+
+REFLECTION = json.dumps(
+    {
+        "category": "edge_case",
+        "analysis": "add used abs() so add(-1, -1) returned 2 instead of -2.",
+        "suggestion": "Return a + b without abs so negative numbers keep their sign.",
+        "actionItems": ["Remove abs() from add in calc.py"],
+        "confidence": 0.8,
+    }
+)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def task(task_id: str = "T-1", title: str = "Fix add", **extra: Any) -> dict[str, Any]:
+    body = {
+        "id": task_id,
+        "title": title,
+        "description": "add() in calc.py returns the wrong result; make tests pass.",
+        "status": "open",
+        "priority": 1,
+        "type": "bug",
+        "labels": [],
+        "deps": [],
+        "createdAt": "2026-11-01T09:00:00Z",
+        "updatedAt": "2026-11-01T09:00:00Z",
+        "commits": [],
+    }
+    body.update(extra)
+    return body
+
+
+def make_project(
+    repo: Path,
+    replies: list[dict[str, Any]],
+    *,
+    tasks: list[dict[str, Any]] | None = None,
+    config: dict[str, Any] | None = None,
+    files: dict[str, str] | None = None,
+) -> Path:
+    """Write calc.py, its tests, the backlog, project.json and the script; commit them."""
+    for name, text in {"calc.py": CALC, "test_calc.py": CALC_TESTS, **(files or {})}.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")
+    meta = repo / ".openagents"
+    meta.mkdir(exist_ok=True)
+    lines = [orjson.dumps(t).decode() for t in (tasks or [task()])]
+    (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    (meta / "script.json").write_text(json.dumps({"replies": replies}, indent=1))
+    settings = {
+        "testCommands": [f"{PY} -m pytest -q -p no:cacheprovider test_calc.py"],
+        "defaultModel": "scripted/.openagents/script.json",
+        "decomposeMinChars": 0,
+        "reflexion": {"maxRetries": 3},
+    }
+    for key, value in (config or {}).items():
+        if isinstance(value, dict) and isinstance(settings.get(key), dict):
+            settings[key] = {**settings[key], **value}
+        else:
+            settings[key] = value
+    (meta / "project.json").write_text(json.dumps(settings, indent=1))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "project under test")
+    return repo
+
+
+def tasks_on_disk(repo: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    for line in (repo / ".openagents" / "tasks.jsonl").read_text().splitlines():
+        try:
+            body = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        out[body["id"]] = body
+    return out
+
+
+def run_events(repo: Path) -> list[dict[str, Any]]:
+    events = []
+    for path in sorted((repo / ".openagents" / "runs").glob("*.jsonl")):
+        events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return events

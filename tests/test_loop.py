@@ -1,0 +1,326 @@
+"""do-one-task end to end: real git repositories, real pytest runs, the scripted model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from projects import (
+    CALC,
+    FIX_ADD,
+    PY,
+    REFLECTION,
+    WRONG_ADD,
+    git,
+    make_project,
+    run_events,
+    task,
+    tasks_on_disk,
+)
+
+from orchestrator.cli import do_one_task_main
+from reflection.llm import reset_scripted_state
+
+
+@pytest.fixture(autouse=True)
+def fresh_script_state():
+    reset_scripted_state()
+
+
+def run(repo: Path, *args: str) -> int:
+    return do_one_task_main(["--dir", str(repo), *args])
+
+
+def reflections(repo: Path) -> list[dict]:
+    path = repo / ".openagents" / "memory" / "reflections.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_pass_on_first_try_commits_exactly_the_changed_file(git_repo, capsys):
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])
+
+    assert run(repo) == 0
+
+    out = capsys.readouterr().out
+    assert "attempt 1/4" in out and "PASS" in out
+    log = git(repo, "log", "--format=%s", "-n", "2").splitlines()
+    assert log == ["T-1: goldenloop bookkeeping", "T-1: Fix add"]
+    code_commit = git(repo, "show", "--name-only", "--format=", "HEAD~1").split()
+    assert code_commit == ["calc.py"]
+    closed = tasks_on_disk(repo)["T-1"]
+    assert closed["status"] == "closed" and closed["closedAt"]
+    assert closed["commits"] == [git(repo, "rev-parse", "HEAD~1").strip()]
+    assert reflections(repo) == []
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_fail_reflect_pass_puts_the_reflection_in_the_retry_prompt(git_repo, capsys):
+    replies = [
+        {"match": "Task T-1", "reply": WRONG_ADD},
+        {"match": "Failure digest", "reply": "Reflection:\n```json\n" + REFLECTION + "\n```"},
+        # Answers only if the retry prompt carries the reflection and the last failure.
+        {
+            "match": r"Attempt 1 failed[\s\S]*test_add_negative[\s\S]*Reflections on earlier "
+            r"attempts[\s\S]*add used abs\(\)",
+            "reply": "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n"
+            "    return a + b\n>>>>>>> REPLACE\n",
+        },
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 0
+
+    out = capsys.readouterr().out
+    assert "attempt 2/4" in out and "[edge_case]" in out
+    saved = reflections(repo)
+    assert len(saved) == 1
+    r = saved[0]
+    assert r["taskId"] == "T-1" and r["subtaskId"] == "T-1.1" and r["attemptNumber"] == 1
+    assert r["category"] == "edge_case" and r["source"] == "llm"
+    assert r["failureType"] == "test_failure" and r["filesModified"] == ["calc.py"]
+    assert "abs()" in r["analysis"]
+    assert (repo / "calc.py").read_text().count("return a + b") == 1
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+
+
+def test_four_failures_escalate_and_restore_the_tree(git_repo, capsys):
+    replies = [
+        {"match": "Task T-1", "reply": WRONG_ADD},
+        {"match": "Failure digest", "reply": REFLECTION, "times": None},
+        {
+            "match": "Task T-1",
+            "reply": "helper.py\n<<<<<<< FILE\nVALUE = 1\n>>>>>>> FILE\n",
+        },
+        {"match": "Task T-1", "reply": "notes/new.txt\n<<<<<<< FILE\nscratch\n>>>>>>> FILE\n", "times": 2},
+    ]
+    repo = make_project(git_repo, replies)
+    (repo / "mine.txt").write_text("the user's own untracked notes\n")
+
+    assert run(repo, "--allow-dirty") == 1
+
+    assert (repo / "calc.py").read_text() == CALC  # base restored
+    assert not (repo / "helper.py").exists() and not (repo / "notes").exists()
+    assert (repo / "mine.txt").read_text() == "the user's own untracked notes\n"
+    blocked = tasks_on_disk(repo)["T-1"]
+    assert blocked["status"] == "blocked" and "escalations/T-1.md" in blocked["closeReason"]
+    packet = (repo / ".openagents" / "escalations" / "T-1.md").read_text()
+    assert "Attempt 4" in packet and "add used abs()" in packet
+    patch = (repo / ".openagents" / "escalations" / "T-1.patch").read_text()
+    assert "abs(a) + abs(b)" in patch  # the best attempt: it passed 2 of 3 tests
+    assert len(reflections(repo)) == 4
+    subtasks = json.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_text())
+    assert subtasks["subtasks"][0]["status"] == "failed"
+    assert subtasks["subtasks"][0]["failureCount"] == 4
+    assert "ESCALATED" in capsys.readouterr().out
+
+
+def test_reflexion_off_retries_with_the_raw_digest_only(git_repo):
+    replies = [
+        {"match": "Task T-1", "reply": WRONG_ADD},
+        {
+            "match": r"^(?![\s\S]*Reflections on earlier)[\s\S]*Attempt 1 failed[\s\S]*test_add_negative",
+            "reply": "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n"
+            "    return a + b\n>>>>>>> REPLACE\n",
+        },
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo, "--no-reflexion") == 0
+
+    assert reflections(repo) == []
+    kinds = [e["event"] for e in run_events(repo)]
+    assert "reflection" not in kinds and kinds.count("attempt_started") == 2
+
+
+def test_dirty_tree_is_refused_with_exit_4(git_repo, capsys):
+    repo = make_project(git_repo, [{"reply": FIX_ADD}])
+    (repo / "calc.py").write_text(CALC + "\n# my work in progress\n")
+
+    assert run(repo) == 4
+
+    assert "uncommitted changes (calc.py)" in capsys.readouterr().err
+    assert "# my work in progress" in (repo / "calc.py").read_text()
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+
+
+def test_bad_config_exits_2_naming_the_key_path(git_repo, capsys):
+    repo = make_project(git_repo, [{"reply": FIX_ADD}], config={"reflexion": {"maxRetries": "three"}})
+
+    assert run(repo) == 2
+
+    err = capsys.readouterr().err
+    assert "reflexion.maxRetries" in err and "Traceback" not in err
+
+
+def test_no_ready_task_exits_3(git_repo, capsys):
+    repo = make_project(
+        git_repo,
+        [{"reply": FIX_ADD}],
+        tasks=[task("T-1", status="closed"), task("T-2", deps=[{"id": "T-9", "type": "blocks"}])],
+    )
+
+    assert run(repo) == 3
+
+    assert "no ready task" in capsys.readouterr().err
+
+
+def test_hanging_test_command_times_out_and_leaves_no_process(git_repo, tmp_path):
+    pidfile = tmp_path / "child.pid"
+    hang = f"sh -c 'sleep 300 & echo $! > {pidfile}; wait'"
+    repo = make_project(
+        git_repo,
+        [{"match": "Task T-1", "reply": FIX_ADD, "times": None}, {"reply": REFLECTION, "times": None}],
+        config={"testCommands": [hang], "timeouts": {"verifySeconds": 1}, "reflexion": {"maxRetries": 0}},
+    )
+
+    assert run(repo) == 1
+
+    verdicts = [e for e in run_events(repo) if e["event"] == "verdict"]
+    assert verdicts and verdicts[0]["failureType"] == "timeout"
+    child = int(pidfile.read_text())
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"  # a zombie is not running
+
+
+def test_edit_escaping_the_repository_is_refused(git_repo, tmp_path):
+    outside = tmp_path / "outside.txt"
+    replies = [
+        {"match": "Task T-1", "reply": f"../outside.txt\n<<<<<<< FILE\npwned\n>>>>>>> FILE\n"},
+        {"match": "Task T-1", "reply": FIX_ADD},
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 0
+
+    assert not outside.exists()
+    failed = [e for e in run_events(repo) if e["event"] == "edit_failed"]
+    assert len(failed) == 1 and "outside the repository" in failed[0]["error"]
+
+
+def test_malformed_edit_reply_is_a_failed_attempt_not_a_crash(git_repo):
+    replies = [
+        {"match": "Task T-1", "reply": "I think you should change the subtraction to addition."},
+        {"match": r"could not be applied[\s\S]*no edit blocks", "reply": FIX_ADD},
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 0
+
+    plan = json.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_text())
+    outcomes = [a["outcome"] for a in plan["subtasks"][0]["attempts"]]
+    assert outcomes == ["edit_failed", "passed"]
+
+
+def test_model_failing_mid_run_restores_and_reopens(git_repo, capsys):
+    replies = [
+        {"match": "Task T-1", "reply": WRONG_ADD},
+        {"match": "Failure digest", "reply": REFLECTION},
+        {"match": "Task T-1", "error": "auth"},
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 1
+
+    assert (repo / "calc.py").read_text() == CALC
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert "model error (auth)" in capsys.readouterr().out
+
+
+def test_malformed_reflection_reply_falls_back_to_the_heuristic(git_repo):
+    replies = [
+        {"match": "Task T-1", "reply": WRONG_ADD},
+        {"match": "Failure digest", "reply": "Sorry, I cannot help with that."},
+        {"match": "Task T-1", "reply": "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n"
+         "    return a + b\n>>>>>>> REPLACE\n"},
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 0
+
+    (saved,) = reflections(repo)
+    assert saved["source"] == "heuristic" and "test_add_negative" in saved["analysis"] + saved["suggestion"]
+
+
+def test_unknown_keys_and_a_malformed_task_line_survive(git_repo, capsys):
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}],
+                        tasks=[task("T-1", sprint="42", owner={"team": "core"})])
+    path = repo / ".openagents" / "tasks.jsonl"
+    path.write_text(path.read_text() + "{this is not json\n")
+    git(repo, "commit", "-qam", "a broken line")
+
+    assert run(repo) == 0
+
+    text = path.read_text()
+    assert "{this is not json\n" in text
+    body = tasks_on_disk(repo)["T-1"]
+    assert body["sprint"] == "42" and body["owner"] == {"team": "core"} and body["status"] == "closed"
+    assert "line 2" in capsys.readouterr().out
+
+
+def test_missing_api_key_is_found_before_any_work(git_repo, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    repo = make_project(git_repo, [], config={"defaultModel": "gpt-4o"})
+
+    assert run(repo) == 2
+
+    assert "OPENAI_API_KEY" in capsys.readouterr().err
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert not (repo / ".openagents" / "subtasks").exists()
+
+
+def test_a_second_run_on_a_locked_repository_exits_4(git_repo, capsys):
+    from orchestrator.lock import AgentLock
+
+    repo = make_project(git_repo, [{"reply": FIX_ADD}])
+    with AgentLock(repo):
+        assert run(repo) == 4
+    assert f"pid {os.getpid()}" in capsys.readouterr().err
+
+
+def test_a_killed_run_is_recovered_on_the_next_run(git_repo, capsys):
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])
+    base = git(repo, "rev-parse", "HEAD").strip()
+    # What a run killed mid-attempt leaves: the task in progress, a half-made edit.
+    board = repo / ".openagents" / "tasks.jsonl"
+    board.write_text(board.read_text().replace('"status":"open"', '"status":"in_progress"'))
+    plan = {
+        "taskId": "T-1",
+        "subtasks": [{"id": "T-1.1", "title": "Fix add", "status": "in_progress",
+                      "baseCommit": base, "dirtyBefore": []}],
+    }
+    (repo / ".openagents" / "subtasks").mkdir()
+    (repo / ".openagents" / "subtasks" / "T-1.json").write_text(json.dumps(plan))
+    (repo / "calc.py").write_text("half written")
+    (repo / "tmp_from_attempt.py").write_text("x = 1\n")
+
+    assert run(repo, "--allow-dirty") == 0
+
+    assert "recovered" in capsys.readouterr().out
+    assert not (repo / "tmp_from_attempt.py").exists()
+    assert "return a + b" in (repo / "calc.py").read_text()
+
+
+def test_help_does_not_import_litellm():
+    code = (
+        "import sys\n"
+        "from orchestrator.cli import do_one_task_main\n"
+        "try:\n    do_one_task_main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'litellm' not in sys.modules, 'litellm was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "--no-reflexion" in done.stdout
