@@ -10,6 +10,7 @@ in a `UserError` carrying one sentence and an exit code.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,15 +180,16 @@ class ProjectSession:
             )
         return recovered
 
-    def restore_task(self, task: Task) -> None:
+    def restore_task(self, task: Task, repo: Repo | None = None) -> None:
         """Undo the unfinished subtask of `task` (if any) and put the task back to open."""
+        repo = repo or self.repo
         path = SubtaskPlan.path_for(self.project_dir, task.id)
         plan = SubtaskPlan.load(path)
         for subtask in plan.subtasks if plan else []:
             if subtask.status != "in_progress" or subtask.base_commit is None:
                 continue
-            if self.repo.head() == subtask.base_commit:
-                restored = self.repo.restore(subtask.base_commit, set(subtask.dirty_before))
+            if repo.head() == subtask.base_commit:
+                restored = repo.restore(subtask.base_commit, set(subtask.dirty_before))
                 self.runlog.event("restored", taskId=task.id, subtaskId=subtask.id, paths=restored)
             subtask.status = "pending"
             plan.save(path)
@@ -210,7 +212,12 @@ class ProjectSession:
     def base_model(self, name: str) -> ChatModel:
         return LiteLLMModel(self.resolve_model(name), timeout=self.config.timeouts.model_seconds)
 
-    def build_loop(self, task_meter: Meter, repo: Repo | None = None) -> GoldenLoop:
+    def build_loop(
+        self,
+        task_meter: Meter,
+        repo: Repo | None = None,
+        budget_check: Callable[[], str | None] | None = None,
+    ) -> GoldenLoop:
         c, runlog = self.config, self.runlog
         assert runlog is not None
         meters = [task_meter, self.run_meter]
@@ -244,18 +251,31 @@ class ProjectSession:
             reflections=service,
             session_id=runlog.run_id,
             meter=task_meter,
+            budget_check=budget_check,
         )
         return GoldenLoop(parts)
 
-    async def run_task(self, task: Task) -> TaskOutcome:
-        """Run one task; on interruption put the tree and the task back, then re-raise."""
-        loop = self.build_loop(Meter())
+    async def run_task(
+        self,
+        task: Task,
+        *,
+        repo: Repo | None = None,
+        budget_check: Callable[[], str | None] | None = None,
+        bookkeeping: bool = True,
+    ) -> TaskOutcome:
+        """Run one task; on interruption put the tree and the task back, then re-raise.
+
+        `repo` is a worktree for parallel runs (then the caller merges and commits the
+        bookkeeping once the task's commits are on the base branch).
+        """
+        loop = self.build_loop(Meter(), repo, budget_check)
         try:
             outcome = await loop.run_task(task)
         except BaseException:
-            self.restore_task(self.board.get(task.id))
+            self.restore_task(self.board.get(task.id), repo)
             raise
-        self.commit_bookkeeping(task.id)
+        if bookkeeping:
+            self.commit_bookkeeping(task.id)
         return outcome
 
     def commit_bookkeeping(self, task_id: str) -> str | None:

@@ -1,0 +1,128 @@
+"""What an overnight run shows: a live board on a terminal, plain lines elsewhere, and
+the summary table at the end."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from orchestrator.render import HumanLines, JsonLines
+from orchestrator.runlog import Event, Listener
+
+if TYPE_CHECKING:
+    from orchestrator.overnight import Budget, RepoReport
+
+
+class PlainDisplay(AbstractContextManager):
+    """One line per event (or the JSON event stream): for logs, pipes and CI."""
+
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
+
+    def __call__(self, event: Event) -> None:
+        self.listener(event)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class LiveDisplay(AbstractContextManager):
+    """A rich Live board: counts, each running task's subtask and attempt, tokens, cost."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console()
+        self.live = Live(console=self.console, refresh_per_second=4, transient=False)
+        self.started = time.monotonic()
+        self.done = self.blocked = self.other = 0
+        self.running: dict[str, str] = {}  # taskId -> what it is doing
+        self.tokens = 0
+        self.cost: float | None = 0.0
+        self.last = ""
+
+    def __enter__(self) -> LiveDisplay:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.update(self.render())
+        self.live.__exit__(None, None, None)
+
+    def __call__(self, event: Event) -> None:
+        kind, task = event.get("event"), event.get("taskId")
+        if kind == "task_started":
+            self.running[task] = "planning"
+        elif kind == "attempt_started":
+            self.running[task] = f"{event['subtaskId']} attempt {event['attempt']}/{event['of']}"
+        elif kind == "verdict":
+            self.last = f"{task}: {'PASS' if event.get('passed') else 'FAIL'} {event.get('summary', '')}"
+        elif kind == "reflection":
+            self.last = f"{task}: reflection [{event.get('category')}] {event.get('analysis', '')}"
+        elif kind == "model_call":
+            self.tokens += (event.get("inputTokens") or 0) + (event.get("outputTokens") or 0)
+            if self.cost is not None:
+                self.cost = None if event.get("costUsd") is None else self.cost + event["costUsd"]
+        elif kind in ("task_closed", "task_blocked", "task_reopened", "task_stopped"):
+            self.running.pop(task, None)
+            if kind == "task_closed":
+                self.done += 1
+            elif kind == "task_blocked":
+                self.blocked += 1
+        self.live.update(self.render())
+
+    def render(self):  # noqa: ANN201 - a rich renderable
+        from rich.table import Table
+
+        table = Table(show_header=True, header_style="bold", box=None)
+        table.add_column("task")
+        table.add_column("now")
+        for task, doing in sorted(self.running.items()):
+            table.add_row(task, doing)
+        cost = "unknown" if self.cost is None else f"${self.cost:.4f}"
+        minutes = (time.monotonic() - self.started) / 60
+        table.caption = (
+            f"done {self.done} · blocked {self.blocked} · running {len(self.running)} · "
+            f"{minutes:.1f} min · {self.tokens} tokens · {cost}\n{self.last[:150]}"
+        )
+        return table
+
+
+def make_display(json_mode: bool, listener: Listener) -> PlainDisplay | LiveDisplay:
+    if not json_mode and sys.stdout.isatty():
+        return LiveDisplay()
+    if json_mode:
+        return PlainDisplay(listener)
+    return PlainDisplay(HumanLines(prefix_task=True))
+
+
+def print_summary(
+    reports: list[RepoReport], budget: Budget, *, json_mode: bool, interrupted: bool
+) -> None:
+    if json_mode:
+        out = JsonLines()
+        for report in reports:
+            out({"event": "summary", **report.summary()})
+        return
+    rows = [
+        (o.task_id, o.status, str(o.attempts), str(o.reflections),
+         " ".join(c[:8] for c in o.commits) or "-", o.meter.cost_text(), f"{o.duration_s:.1f}s")
+        for r in reports for o in r.outcomes
+    ]
+    header = ("task", "outcome", "attempts", "reflections", "commits", "cost", "time")
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
+    print()
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    for r in reports:
+        why = f"refused: {r.refused}" if r.refused else (r.stop_reason or "interrupted")
+        print(f"{r.project_dir}: stopped because {why}")
+        if not r.refused:
+            print(f"  summary: {r.project_dir / '.openagents' / 'runs' / (r.run_id + '-summary.json')}")
+    m = budget.meter
+    print(f"Model calls {m.calls}, tokens {m.input_tokens}+{m.output_tokens}, cost {m.cost_text()}"
+          + ("; interrupted: the tasks in flight were put back to open" if interrupted else ""))

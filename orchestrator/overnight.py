@@ -1,0 +1,340 @@
+"""overnight: the golden loop over one or more backlogs until a budget or the backlogs end.
+
+Each repository is opened like `do-one-task` opens it (its own project.json, lock,
+recovery) and its ready tasks are run one after another, or K at a time in worktrees.
+Before each task the run checks its budgets (task count, time, cost) and three
+consecutive infrastructure failures; during a task the time budget is enforced by
+cancellation and the cost budget before every attempt. A stopped or interrupted task
+is put back to open with its tree restored, so the run can be killed at any moment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import orjson
+
+from orchestrator.fileio import atomic_write
+from orchestrator.loop import TaskOutcome
+from orchestrator.metering import Meter
+from orchestrator.progress import write_progress
+from orchestrator.repo import Repo
+from orchestrator.runlog import Listener, RunLog, new_run_id
+from orchestrator.session import (
+    EXIT_BLOCKED,
+    EXIT_DONE,
+    EXIT_INTERRUPTED,
+    Overrides,
+    ProjectSession,
+    UserError,
+)
+from orchestrator.tasks import Task
+from orchestrator.worktree import MergeConflict, Worktrees
+from reflection.llm import price_known
+
+INFRA_FAILURES_TO_STOP = 3
+FINISHED = ("closed", "blocked")  # outcomes that count as a task done by the run
+
+
+@dataclass
+class Budget:
+    """Run-wide limits from the command line; None means no limit."""
+
+    max_tasks: int | None = None
+    max_seconds: float | None = None
+    max_cost: float | None = None
+    started: float = field(default_factory=time.monotonic)
+    finished_tasks: int = 0
+    meter: Meter = field(default_factory=Meter)
+
+    def seconds_left(self, own_limit: float | None = None) -> float | None:
+        limits = [x for x in (self.max_seconds, own_limit) if x is not None]
+        return None if not limits else min(limits) - (time.monotonic() - self.started)
+
+
+@dataclass
+class RepoReport:
+    project_dir: Path
+    run_id: str
+    outcomes: list[TaskOutcome] = field(default_factory=list)
+    stop_reason: str = ""
+    refused: str | None = None
+    exit_code: int = EXIT_DONE
+
+    def summary(self) -> dict:
+        return {
+            "runId": self.run_id,
+            "projectDir": str(self.project_dir),
+            "stopReason": self.stop_reason,
+            "refused": self.refused,
+            "tasks": [
+                {
+                    "taskId": o.task_id,
+                    "outcome": o.status,
+                    "reason": o.reason,
+                    "attempts": o.attempts,
+                    "reflections": o.reflections,
+                    "commits": o.commits,
+                    **o.meter.as_dict(),
+                    "durationS": round(o.duration_s, 2),
+                }
+                for o in self.outcomes
+            ],
+        }
+
+
+class RepoRun:
+    """One repository's share of an overnight run."""
+
+    def __init__(self, session: ProjectSession, budget: Budget, parallel: int) -> None:
+        self.session = session
+        self.budget = budget
+        self.parallel = parallel
+        c = session.config
+        self.own_max_tasks = c.max_tasks_per_run
+        self.own_seconds = c.max_runtime_minutes * 60 if c.max_runtime_minutes else None
+        self.own_cost = c.max_cost_usd
+        self.report = RepoReport(session.project_dir, session.runlog.run_id)  # type: ignore[union-attr]
+        self.running: set[str] = set()
+        self.finished = 0
+        self.infra_failures = 0
+        self.attempts = 0
+        self.worktrees = Worktrees(session.project_dir) if parallel > 1 else None
+
+    # -- budgets --------------------------------------------------------------------
+
+    def max_cost(self) -> float | None:
+        limits = [x for x in (self.budget.max_cost, self.own_cost) if x is not None]
+        return min(limits) if limits else None
+
+    def stop_reason(self) -> str | None:
+        """Checked before each task."""
+        b = self.budget
+        if b.max_tasks is not None and b.finished_tasks >= b.max_tasks:
+            return f"task count reached ({b.max_tasks})"
+        if self.own_max_tasks is not None and self.finished >= self.own_max_tasks:
+            return f"task count reached (maxTasksPerRun {self.own_max_tasks})"
+        left = b.seconds_left(self.own_seconds)
+        if left is not None and left <= 0:
+            return "time budget used up"
+        if self.infra_failures >= INFRA_FAILURES_TO_STOP:
+            return f"{INFRA_FAILURES_TO_STOP} infrastructure failures in a row (model unreachable or refused)"
+        return self.cost_check(count=False)
+
+    def cost_check(self, count: bool = True) -> str | None:
+        """Before each attempt: would the next attempt, priced like the average so far, overspend?"""
+        limit = self.max_cost()
+        if count:
+            self.attempts += 1
+        if limit is None:
+            return None
+        spent = self.budget.meter.cost_usd
+        if spent is None:
+            return "cost budget: a model call had an unknown price, so spending cannot be counted"
+        done = max(self.attempts - 1, 0) if count else self.attempts
+        estimate = spent / done if done else 0.0
+        if spent + estimate > limit:
+            return (
+                f"cost budget: ${spent:.4f} spent of ${limit:.4f}, "
+                f"the next attempt is estimated at ${estimate:.4f}"
+            )
+        return None
+
+    # -- running --------------------------------------------------------------------
+
+    async def run(self) -> RepoReport:
+        if self.parallel == 1:
+            await self.worker()
+        else:
+            self.clean_stale_worktrees()
+            async with anyio.create_task_group() as group:
+                for _ in range(self.parallel):
+                    group.start_soon(self.worker)
+        return self.report
+
+    async def worker(self) -> None:
+        while not self.report.stop_reason:  # another worker may have stopped the run
+            reason = self.stop_reason()
+            if reason:
+                self.report.stop_reason = self.report.stop_reason or reason
+                return
+            task = self.next_task()
+            if task is None:
+                if self.running:  # another worker may close a dependency
+                    await anyio.sleep(0.05)
+                    continue
+                self.report.stop_reason = self.report.stop_reason or "backlog empty"
+                return
+            self.running.add(task.id)
+            try:
+                outcome = await self.run_with_deadline(task)
+            finally:
+                self.running.discard(task.id)
+            self.record(outcome)
+
+    def next_task(self) -> Task | None:
+        return next((t for t in self.session.board.ready() if t.id not in self.running), None)
+
+    async def run_with_deadline(self, task: Task) -> TaskOutcome:
+        left = self.budget.seconds_left(self.own_seconds)
+        started = time.monotonic()
+        with anyio.move_on_after(left if left is not None else float("inf")) as scope:
+            return await self.run_task(task)
+        assert scope.cancelled_caught
+        self.session.runlog.event("task_stopped", taskId=task.id, reason="time budget")  # type: ignore[union-attr]
+        self.report.stop_reason = self.report.stop_reason or "time budget used up"
+        return TaskOutcome(task.id, "interrupted", "time budget used up; the task was put back to open",
+                           duration_s=time.monotonic() - started)
+
+    async def run_task(self, task: Task) -> TaskOutcome:
+        if self.worktrees is None:
+            return await self.session.run_task(task, budget_check=self.cost_check)
+        tree = self.worktrees.add(task.id)
+        repo, keep_branch = Repo(tree.path), False
+        try:
+            outcome = await self.session.run_task(
+                task, repo=repo, budget_check=self.cost_check, bookkeeping=False
+            )
+            if outcome.status == "closed" and outcome.commits:
+                try:
+                    outcome.commits = self.worktrees.integrate(tree)
+                    self.session.board.update(task.id, commits=outcome.commits)
+                except MergeConflict as exc:
+                    keep_branch = True
+                    outcome.status, outcome.reason = "blocked", f"merge conflict: {exc}"
+                    self.session.board.block(task.id, outcome.reason)
+                    self.session.runlog.event("merge_conflict", taskId=task.id, branch=tree.branch,  # type: ignore[union-attr]
+                                              reason=str(exc))
+            self.session.commit_bookkeeping(task.id)
+            return outcome
+        finally:
+            repo.close()
+            self.worktrees.remove(tree, keep_branch=keep_branch)
+
+    def record(self, outcome: TaskOutcome) -> None:
+        self.report.outcomes.append(outcome)
+        if outcome.status in FINISHED:
+            self.finished += 1
+            self.budget.finished_tasks += 1
+        self.infra_failures = self.infra_failures + 1 if outcome.status == "model_unavailable" else 0
+        if outcome.status == "budget":
+            self.report.stop_reason = self.report.stop_reason or outcome.reason
+
+    def clean_stale_worktrees(self) -> None:
+        assert self.worktrees is not None
+        kept = {t.id for t in self.session.board.tasks() if t.status == "blocked"}
+        removed = self.worktrees.clean_stale({f"goldenloop/{k}" for k in kept})
+        if removed:
+            self.session.notices.append(f"removed {len(removed)} worktree(s) left by a crashed run")
+
+
+# -- the command -----------------------------------------------------------------------
+
+
+@dataclass
+class OvernightOptions:
+    dirs: list[Path]
+    overrides: Overrides
+    budget: Budget
+    parallel: int | None = None
+    listeners: list[Listener] = field(default_factory=list)
+    reports: list[RepoReport] = field(default_factory=list)  # filled as the run goes
+
+
+async def run_overnight_async(options: OvernightOptions) -> list[RepoReport]:
+    """Every repository in turn; refusals are reported, never raised."""
+    run_id = new_run_id()
+    for directory in options.dirs:
+        await _run_repository(directory.resolve(), run_id, options)
+        if options.budget.max_tasks is not None and options.budget.finished_tasks >= options.budget.max_tasks:
+            break
+    return options.reports
+
+
+async def _run_repository(directory: Path, run_id: str, options: OvernightOptions) -> None:
+    runlog = RunLog(directory, run_id)
+    for listener in options.listeners:
+        runlog.subscribe(listener)
+    session = ProjectSession(directory, options.overrides, runlog, run_meter=options.budget.meter)
+    try:
+        session.open()
+    except UserError as exc:
+        session.close()
+        runlog.event("repository_refused", projectDir=str(directory), reason=str(exc))
+        options.reports.append(
+            RepoReport(directory, run_id, stop_reason="refused", refused=str(exc), exit_code=exc.exit_code)
+        )
+        return
+    try:
+        for notice in session.notices:
+            runlog.event("notice", message=notice)
+        session.notices.clear()
+        parallel = options.parallel or session.config.parallel_execution
+        run = RepoRun(session, options.budget, parallel)
+        if run.max_cost() is not None:
+            unknown = [m for m in session.models_in_use() if not price_known(m)]
+            if unknown:
+                reason = f"a cost budget is set but the price of {', '.join(unknown)} is unknown"
+                runlog.event("repository_refused", projectDir=str(directory), reason=reason)
+                options.reports.append(
+                    RepoReport(directory, run_id, stop_reason="refused", refused=reason, exit_code=2)
+                )
+                return
+        runlog.event("repository_started", projectDir=str(directory), parallel=parallel)
+        options.reports.append(run.report)
+        try:
+            await run.run()
+        finally:
+            _write_summaries(session, run.report)
+    finally:
+        session.close()
+
+
+def _write_summaries(session: ProjectSession, report: RepoReport) -> None:
+    stop = report.stop_reason or "interrupted"
+    write_progress(session.project_dir, report.run_id, report.outcomes, stop_reason=stop, meter=session.run_meter)
+    path = session.project_dir / ".openagents" / "runs" / f"{report.run_id}-summary.json"
+    atomic_write(path, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n")
+    session.runlog.event("run_stopped", reason=stop, summary=str(path))  # type: ignore[union-attr]
+
+
+def exit_code_for(reports: list[RepoReport]) -> int:
+    refused = [r.exit_code for r in reports if r.refused]
+    if refused:
+        return max(refused)
+    if any(o.status != "closed" for r in reports for o in r.outcomes):
+        return EXIT_BLOCKED
+    return EXIT_DONE
+
+
+def run_overnight(args: argparse.Namespace) -> int:
+    """The `overnight` command: parse budgets, run, print the summary table."""
+    from orchestrator.commands import interruptible, overrides_from, setup_output
+    from orchestrator.display import make_display, print_summary
+
+    if args.parallel is not None and args.parallel < 1:
+        print("overnight: --parallel must be 1 or more")
+        return 2
+    base_listener = setup_output(args.json)
+    display = make_display(args.json, base_listener)
+    budget = Budget(
+        max_tasks=args.max_tasks,
+        max_seconds=args.max_hours * 3600 if args.max_hours is not None else None,
+        max_cost=args.max_cost,
+    )
+    options = OvernightOptions(
+        dirs=args.dirs,
+        overrides=overrides_from(args),
+        budget=budget,
+        parallel=args.parallel,
+        listeners=[display],
+    )
+    with display:
+        _, interrupted = anyio.run(interruptible, lambda: run_overnight_async(options))
+    reports = options.reports
+    print_summary(reports, budget, json_mode=args.json, interrupted=interrupted)
+    return EXIT_INTERRUPTED if interrupted else exit_code_for(reports)
