@@ -83,6 +83,20 @@ class TimeoutsConfig(_ConfigModel):
     model_seconds: float = Field(default=120, gt=0)
 
 
+class RetryConfig(_ConfigModel):
+    """Retry intelligence: spend retries only where reflection can help."""
+
+    preflight: bool = True  # run the checks once before any model call for a task
+    ignore_preexisting_failures: bool = True  # tests failing at baseline, unrelated to the task
+    flaky_reruns: int = Field(default=1, ge=0)  # reruns of a failing check before believing it
+    route_by_failure: bool = True  # environment: escalate; timeout: no reflection call
+    stop_on_plateau: bool = True
+    stop_on_oscillation: bool = True
+    rollback_regressions: bool = True  # a worse attempt goes back to the best tree
+    test_integrity: bool = True  # reject attempts that edit tests or add skip markers
+    test_globs: list[str] | None = None  # None: the usual test paths of Python, JS/TS, Go, Rust
+
+
 class ProjectConfig(_ConfigModel):
     """The whole of `.openagents/project.json`, every key with its default."""
 
@@ -101,6 +115,9 @@ class ProjectConfig(_ConfigModel):
     max_tasks_per_run: int | None = Field(default=None, ge=1)
     max_runtime_minutes: float | None = Field(default=None, gt=0)
     max_cost_usd: float | None = Field(default=None, gt=0)
+    max_cost_usd_per_task: float | None = Field(default=None, gt=0)
+    max_tokens_per_task: int | None = Field(default=None, ge=1)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
     parallel_execution: int = Field(default=1, ge=1)  # overnight workers
     # On escalation: put the subtask's base tree back, or leave the last attempt's edits.
     failure_cleanup: Literal["restore", "keep"] = "restore"

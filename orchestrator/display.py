@@ -72,6 +72,11 @@ class LiveDisplay(AbstractContextManager):
                 self.done += 1
             elif kind == "task_blocked":
                 self.blocked += 1
+        elif kind == "merge_conflict":  # closed in its worktree, then blocked on the way back
+            self.done, self.blocked = self.done - 1, self.blocked + 1
+            self.last = f"{task}: merge conflict, kept on branch {event.get('branch')}"
+        elif kind in ("notice", "repository_refused"):
+            self.last = str(event.get("message") or event.get("reason"))
         self.live.update(self.render())
 
     def render(self):  # noqa: ANN201 - a rich renderable
@@ -91,12 +96,32 @@ class LiveDisplay(AbstractContextManager):
         return table
 
 
+class OvernightLines(HumanLines):
+    """HumanLines plus the events only a batch run has, so a log read in the morning
+    shows recoveries, refusals, stops and merge conflicts."""
+
+    def _notice(self, e: Event) -> str:
+        return f"note: {e.get('message')}"
+
+    def _repository_refused(self, e: Event) -> str:
+        return f"refused {e.get('projectDir')}: {e.get('reason')}"
+
+    def _repository_started(self, e: Event) -> str:
+        return f"Repository {e.get('projectDir')} ({e.get('parallel')} at a time)"
+
+    def _task_stopped(self, e: Event) -> str:
+        return f"  stopped {e.get('taskId')}: {e.get('reason')}"
+
+    def _merge_conflict(self, e: Event) -> str:
+        return f"  blocked {e.get('taskId')} after all: merge conflict: {e.get('reason')}"
+
+
 def make_display(json_mode: bool, listener: Listener) -> PlainDisplay | LiveDisplay:
     if not json_mode and sys.stdout.isatty():
         return LiveDisplay()
     if json_mode:
         return PlainDisplay(listener)
-    return PlainDisplay(HumanLines(prefix_task=True))
+    return PlainDisplay(OvernightLines(prefix_task=True))
 
 
 def print_summary(

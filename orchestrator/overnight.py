@@ -186,6 +186,8 @@ class RepoRun:
             return await self.run_task(task)
         assert scope.cancelled_caught
         self.session.runlog.event("task_stopped", taskId=task.id, reason="time budget")  # type: ignore[union-attr]
+        # A planned stop, like the cost budget's: leave the backlog committed, not dirty.
+        self.session.commit_bookkeeping(task.id)
         self.report.stop_reason = self.report.stop_reason or "time budget used up"
         return TaskOutcome(task.id, "interrupted", "time budget used up; the task was put back to open",
                            duration_s=time.monotonic() - started)
@@ -206,7 +208,8 @@ class RepoRun:
                 except MergeConflict as exc:
                     keep_branch = True
                     outcome.status, outcome.reason = "blocked", f"merge conflict: {exc}"
-                    self.session.board.block(task.id, outcome.reason)
+                    # The loop closed it in the worktree; blocked now, so not closed at any time.
+                    self.session.board.update(task.id, status="blocked", close_reason=outcome.reason, closed_at=None)
                     self.session.runlog.event("merge_conflict", taskId=task.id, branch=tree.branch,  # type: ignore[union-attr]
                                               reason=str(exc))
             self.session.commit_bookkeeping(task.id)
@@ -295,7 +298,7 @@ async def _run_repository(directory: Path, run_id: str, options: OvernightOption
 
 
 def _write_summaries(session: ProjectSession, report: RepoReport) -> None:
-    stop = report.stop_reason or "interrupted"
+    stop = report.stop_reason = report.stop_reason or "interrupted"  # the summary file says it too
     write_progress(session.project_dir, report.run_id, report.outcomes, stop_reason=stop, meter=session.run_meter)
     path = session.project_dir / ".openagents" / "runs" / f"{report.run_id}-summary.json"
     atomic_write(path, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.budget import SpendLimit, combine
 from orchestrator.config import ConfigError, ProjectConfig, load_config
 from orchestrator.decompose import SubtaskPlan
 from orchestrator.executors import BuiltinExecutor, CommandExecutor, Executor
@@ -24,7 +25,7 @@ from orchestrator.metering import Meter, MeteredModel
 from orchestrator.repo import OPENAGENTS, Repo, RepoError
 from orchestrator.runlog import RunLog
 from orchestrator.tasks import Task, TaskBoard, TaskFileError
-from reflection.llm import ChatModel, LiteLLMModel, missing_api_key
+from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, price_known
 from reflection.service import ReflectionService
 from reflection.store import JsonlReflectionStore
 
@@ -60,6 +61,7 @@ class ProjectSession:
     notices: list[str] = field(default_factory=list)
     run_meter: Meter = field(default_factory=Meter)
     _lock: AgentLock | None = None
+    _prices_known: bool | None = None
 
     # -- orient ---------------------------------------------------------------------
 
@@ -102,6 +104,9 @@ class ProjectSession:
 
     def _refuse_dirty_tree(self) -> None:
         dirty = self.repo.dirty_paths()
+        if dirty:  # what a killed run's attempt left is not the user's: recover() undoes it
+            left = self._left_by_killed_run()
+            dirty = [p for p in dirty if p not in left]
         if not dirty:
             return
         if self.overrides.allow_dirty:
@@ -116,6 +121,20 @@ class ProjectSession:
             "or pass --allow-dirty",
             EXIT_REFUSED,
         )
+
+    def _left_by_killed_run(self) -> set[str]:
+        """Paths changed by the unfinished subtasks of tasks left in progress (see recover)."""
+        try:
+            tasks = TaskBoard.for_project(self.project_dir).tasks()
+        except TaskFileError:
+            return set()  # reported by open() in its turn
+        head, paths = self.repo.head(), set()
+        for task in (t for t in tasks if t.status == "in_progress"):
+            plan = SubtaskPlan.load(SubtaskPlan.path_for(self.project_dir, task.id))
+            for subtask in plan.subtasks if plan else []:
+                if subtask.status == "in_progress" and subtask.base_commit == head:
+                    paths.update(self.repo.changed_files(head, set(subtask.dirty_before)))
+        return paths
 
     def models_in_use(self) -> list[str]:
         c = self.config
@@ -251,9 +270,25 @@ class ProjectSession:
             reflections=service,
             session_id=runlog.run_id,
             meter=task_meter,
-            budget_check=budget_check,
+            budget_check=combine(self._task_limit(task_meter), budget_check),
         )
         return GoldenLoop(parts)
+
+    def _task_limit(self, task_meter: Meter) -> Callable[[], str | None] | None:
+        """maxCostUsdPerTask / maxTokensPerTask, checked before each attempt."""
+        c = self.config
+        if c.max_cost_usd_per_task is None and c.max_tokens_per_task is None:
+            return None
+        if c.max_cost_usd_per_task is not None and self._prices_known is None:
+            self._prices_known = all(price_known(m) for m in self.models_in_use())
+        limit = SpendLimit(
+            task_meter,
+            c.max_cost_usd_per_task,
+            c.max_tokens_per_task,
+            scope="task",
+            price_known=self._prices_known is not False,
+        )
+        return limit.before_attempt
 
     async def run_task(
         self,

@@ -8,6 +8,7 @@ branch's tip and fast-forwarded into it; a conflict keeps the branch for a human
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import tempfile
@@ -83,6 +84,8 @@ class Worktrees:
         self._remove_path(tree.path)
         if not keep_branch:
             self._try("branch", "-D", tree.branch)
+        with contextlib.suppress(OSError):  # the last one out leaves no folder in the temp dir
+            self.home.rmdir()
 
     def _remove_path(self, path: Path) -> None:
         self._try("worktree", "remove", "--force", str(path))

@@ -91,8 +91,12 @@ def make_project(
     tasks: list[dict[str, Any]] | None = None,
     config: dict[str, Any] | None = None,
     files: dict[str, str] | None = None,
+    pricing: dict[str, float] | None = None,
 ) -> Path:
-    """Write calc.py, its tests, the backlog, project.json and the script; commit them."""
+    """Write calc.py, its tests, the backlog, project.json and the script; commit them.
+
+    `pricing` (the script's per-token prices) makes every model call's cost known.
+    """
     for name, text in {"calc.py": CALC, "test_calc.py": CALC_TESTS, **(files or {})}.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text)
@@ -101,7 +105,10 @@ def make_project(
     meta.mkdir(exist_ok=True)
     lines = [orjson.dumps(t).decode() for t in (tasks or [task()])]
     (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
-    (meta / "script.json").write_text(json.dumps({"replies": replies}, indent=1))
+    script: dict[str, Any] = {"replies": replies}
+    if pricing is not None:
+        script["pricing"] = pricing
+    (meta / "script.json").write_text(json.dumps(script, indent=1))
     settings = {
         "testCommands": [f"{PY} -m pytest -q -p no:cacheprovider test_calc.py"],
         "defaultModel": "scripted/.openagents/script.json",
@@ -135,3 +142,64 @@ def run_events(repo: Path) -> list[dict[str, Any]]:
     for path in sorted((repo / ".openagents" / "runs").glob("*.jsonl")):
         events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return events
+
+
+# -- several modules, each tested only once it exists ---------------------------------
+# With one project-wide test command, a backlog of independent tasks needs tests that
+# pass before a task has run and judge its module once it exists: importorskip does that.
+
+FEATURE_TESTS = """import pytest
+
+
+def test_greet():
+    greet = pytest.importorskip("greet")
+    assert greet.hello("ann") == "hello ann"
+
+
+def test_negate():
+    negate = pytest.importorskip("negate")
+    assert negate.neg(2) == -2
+    assert negate.neg(-3) == 3
+
+
+def test_clamp():
+    clamp = pytest.importorskip("clamp")
+    assert clamp.clamp(5, 0, 3) == 3
+    assert clamp.clamp(-1, 0, 3) == 0
+"""
+
+FEATURE_TEST_COMMAND = f"{PY} -m pytest -q -p no:cacheprovider test_features.py"
+
+
+def write_file(path: str, text: str) -> str:
+    """An edit reply that writes the whole file `path`."""
+    return f"{path}\n<<<<<<< FILE\n{text}>>>>>>> FILE\n"
+
+
+def init_repo(repo: Path) -> Path:
+    """A fresh repository with one commit, on branch main (like the `git_repo` fixture)."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "dev@example.invalid")
+    git(repo, "config", "user.name", "goldenloop tests")
+    git(repo, "config", "commit.gpgsign", "false")
+    (repo / "README.md").write_text("# sample\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-q", "-m", "initial")
+    return repo
+
+
+def run_summaries(repo: Path) -> list[dict[str, Any]]:
+    """Every `runs/<runId>-summary.json` of the repository, oldest run first."""
+    paths = sorted((repo / ".openagents" / "runs").glob("*-summary.json"))
+    return [json.loads(path.read_text()) for path in paths]
+
+
+def reflection_lines(repo: Path) -> list[dict[str, Any]]:
+    """The reflections file, parsed strictly: a torn or invalid line fails the test."""
+    path = repo / ".openagents" / "memory" / "reflections.jsonl"
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    assert not data or data.endswith(b"\n"), "the last reflection line is not terminated"
+    return [orjson.loads(line) for line in data.splitlines()]

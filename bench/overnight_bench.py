@@ -1,0 +1,118 @@
+"""How many tasks an hour does `overnight` get through, and what do workers buy?
+
+Runs a backlog of N one-attempt tasks (the scripted model answers at once, each task
+writes its own module, the test command sleeps a fixed time) through
+`run_overnight_async`, with 1 worker and with 2 workers (worktrees), each on a fresh
+temporary repository. Prints tasks per minute for each, their ratio (target >= 1.8 on a
+2-core machine) and, for 1 worker, the orchestrator's own time per task: wall time per
+task minus the test command's sleep.
+
+`--profile` also prints where the event loop's thread spends its time in the 2-worker
+run (cProfile, top functions by own time), which is what bounds the ratio: everything
+but the test command runs on that one thread, between the workers' awaits.
+
+    .venv/bin/python bench/overnight_bench.py [--tasks 20] [--sleep 0.5] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+from orchestrator.overnight import Budget, OvernightOptions, RepoReport, run_overnight_async
+from orchestrator.session import Overrides
+from orchestrator.worktree import Worktrees
+from reflection.llm import register_scripted_provider, reset_scripted_state
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def make_repo(repo: Path, tasks: int, sleep_s: float) -> Path:
+    meta = repo / ".openagents"
+    meta.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "bench@example.invalid")
+    git(repo, "config", "user.name", "bench")
+    (repo / "README.md").write_text("bench\n")
+    lines, replies = [], []
+    for n in range(tasks):
+        task = {"id": f"T-{n:02d}", "status": "open", "title": f"add mod_{n}", "priority": 2,
+                "createdAt": "2026-01-01T00:00:00Z"}
+        lines.append(json.dumps(task))
+        replies.append({"match": f"Task T-{n:02d}:", "reply": f"mod_{n}.py\n<<<<<<< FILE\nVALUE = {n}\n>>>>>>> FILE\n"})
+    (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    (meta / "script.json").write_text(json.dumps({"replies": replies}))
+    config = {"testCommands": [f"sleep {sleep_s}"], "defaultModel": "scripted/.openagents/script.json",
+              "decomposeMinChars": 0}
+    (meta / "project.json").write_text(json.dumps(config))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+async def _run(repo: Path, workers: int) -> list[RepoReport]:
+    options = OvernightOptions(dirs=[repo], overrides=Overrides(), budget=Budget(), parallel=workers)
+    return await run_overnight_async(options)
+
+
+def time_backlog(tasks: int, sleep_s: float, workers: int, profile: cProfile.Profile | None = None) -> float:
+    """Wall seconds for the whole backlog; fails loudly if a task did not close."""
+    reset_scripted_state()
+    with tempfile.TemporaryDirectory(prefix="overnight-bench-") as tmp:
+        repo = make_repo(Path(tmp) / "repo", tasks, sleep_s)
+        try:
+            if profile:
+                profile.enable()
+            started = time.perf_counter()
+            (report,) = anyio.run(_run, repo, workers)
+            wall = time.perf_counter() - started
+            if profile:
+                profile.disable()
+        finally:
+            shutil.rmtree(Worktrees(repo.resolve()).home, ignore_errors=True)
+        closed = [o for o in report.outcomes if o.status == "closed"]
+        assert len(closed) == tasks, f"{tasks - len(closed)} task(s) did not close: {report.stop_reason}"
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--sleep", type=float, default=0.5, help="seconds the test command sleeps")
+    parser.add_argument("--profile", action="store_true", help="profile the 2-worker run")
+    args = parser.parse_args()
+
+    register_scripted_provider()  # litellm's import is a start-up cost, not a per-task one
+    time_backlog(2, 0.0, 1)  # warm-up: first-call caches in litellm and git
+
+    one = time_backlog(args.tasks, args.sleep, 1)
+    profile = cProfile.Profile() if args.profile else None
+    two = time_backlog(args.tasks, args.sleep, 2, profile)
+    per_minute = [args.tasks / wall * 60 for wall in (one, two)]
+
+    print(f"backlog: {args.tasks} tasks, test command sleeps {args.sleep:g} s")
+    print(f"1 worker : {one:6.2f} s  {per_minute[0]:6.1f} tasks/min")
+    print(f"2 workers: {two:6.2f} s  {per_minute[1]:6.1f} tasks/min")
+    print(f"ratio    : {per_minute[1] / per_minute[0]:.2f}  (target >= 1.8)")
+    print(f"orchestrator time per task, 1 worker: {(one / args.tasks - args.sleep) * 1000:.0f} ms "
+          "(wall per task minus the test command's sleep)")
+    if profile:
+        out = io.StringIO()
+        pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(15)
+        print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,515 @@
+"""overnight end to end: real repositories, real pytest runs, real signals, the scripted model.
+
+Each test runs the command the way a user does (in-process through `overnight_main`, or
+as a real process where a signal or a kill is the point) and checks what a user would
+find in the morning: the backlog, the commits on main, the summary and the run log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from projects import (
+    CALC,
+    FEATURE_TEST_COMMAND,
+    FEATURE_TESTS,
+    FIX_ADD,
+    PY,
+    REFLECTION,
+    WRONG_ADD,
+    git,
+    init_repo,
+    make_project,
+    reflection_lines,
+    run_events,
+    run_summaries,
+    task,
+    tasks_on_disk,
+    write_file,
+)
+
+from orchestrator.cli import overnight_main
+from orchestrator.worktree import Worktrees
+from reflection.llm import register_scripted_provider, reset_scripted_state
+
+WAIT_S = 60.0  # a guard against a hung child process, never a measurement
+
+
+@pytest.fixture(autouse=True)
+def fresh_script_state() -> None:
+    reset_scripted_state()
+
+
+def overnight(*args: str | Path) -> int:
+    return overnight_main([str(a) for a in args])
+
+
+def json_summaries(out: str) -> list[dict[str, Any]]:
+    """The `summary` lines `--json` prints at the end, one per repository."""
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return [line for line in lines if line["event"] == "summary"]
+
+
+def outcomes(summary: dict[str, Any]) -> dict[str, str]:
+    return {row["taskId"]: row["outcome"] for row in summary["tasks"]}
+
+
+def subjects(repo: Path) -> list[str]:
+    return git(repo, "log", "--format=%s", "main").splitlines()
+
+
+def on_main(repo: Path, sha: str) -> bool:
+    done = subprocess.run(["git", "merge-base", "--is-ancestor", sha, "main"], cwd=repo)
+    return done.returncode == 0
+
+
+def status(repo: Path) -> str:
+    return git(repo, "status", "--porcelain", "--untracked-files=all")
+
+
+def features_project(repo: Path, replies: list[dict[str, Any]], tasks: list[dict], **config: Any) -> Path:
+    """A project whose tests judge greet.py, negate.py and clamp.py once they exist."""
+    settings = {"testCommands": [FEATURE_TEST_COMMAND], **config}
+    return make_project(repo, replies, tasks=tasks, files={"test_features.py": FEATURE_TESTS}, config=settings)
+
+
+# -- 1. a mixed backlog over two repositories -------------------------------------------------
+
+GREET = 'def hello(name):\n    return "hello " + name\n'
+NEGATE_WRONG = "def neg(x):\n    return -abs(x)\n"
+NEGATE = "def neg(x):\n    return -x\n"
+CLAMP_WRONG = "def clamp(x, lo, hi):\n    return max(x, lo)\n"
+NEGATE_REFLECTION = json.dumps(
+    {
+        "category": "edge_case",
+        "analysis": "neg used abs() so neg(-3) returned -3 instead of 3.",
+        "suggestion": "Return -x so that negative numbers become positive.",
+        "actionItems": ["Drop abs() from neg in negate.py"],
+        "confidence": 0.8,
+    }
+)
+
+
+def test_mixed_backlog_over_two_repositories(tmp_path, capsys):
+    # Reflexion on: T-1 passes at once, T-2 passes on a retry that must carry the reflection.
+    on = features_project(
+        init_repo(tmp_path / "on"),
+        [
+            {"match": "Task T-1", "reply": write_file("greet.py", GREET)},
+            {"match": "Task T-2", "reply": write_file("negate.py", NEGATE_WRONG)},
+            {"match": "Failure digest", "reply": NEGATE_REFLECTION},
+            {
+                "match": r"Attempt 1 failed[\s\S]*Reflections on earlier attempts[\s\S]*neg used abs\(\)",
+                "reply": write_file("negate.py", NEGATE),
+            },
+        ],
+        [task("T-1", "Add greet"), task("T-2", "Add negate")],
+    )
+    # Reflexion off: T-3 passes on a retry from the raw failure, T-4 escalates, and T-5,
+    # which depends on T-4, is never started.
+    off = features_project(
+        init_repo(tmp_path / "off"),
+        [
+            {"match": "Task T-3", "reply": write_file("negate.py", NEGATE_WRONG)},
+            {
+                "match": r"^(?![\s\S]*Reflections on earlier)[\s\S]*Attempt 1 failed[\s\S]*test_negate",
+                "reply": write_file("negate.py", NEGATE),
+            },
+            {"match": "Task T-4", "reply": write_file("clamp.py", CLAMP_WRONG), "times": None},
+        ],
+        [
+            task("T-3", "Add negate"),
+            task("T-4", "Add clamp"),
+            task("T-5", "Use clamp", deps=[{"id": "T-4", "type": "blocks"}]),
+        ],
+        reflexion={"enabled": False, "maxRetries": 1},
+    )
+
+    assert overnight(on, off, "--json") == 1  # something was blocked
+
+    printed = json_summaries(capsys.readouterr().out)
+    files = run_summaries(on) + run_summaries(off)
+    assert [s["runId"] for s in printed] == [s["runId"] for s in files]
+    by_repo = {Path(s["projectDir"]).name: s for s in files}
+    assert outcomes(by_repo["on"]) == {"T-1": "closed", "T-2": "closed"}
+    assert outcomes(by_repo["off"]) == {"T-3": "closed", "T-4": "blocked"}  # T-5 is not a row
+    for summary in files:
+        assert summary["stopReason"] == "backlog empty" and summary["refused"] is None
+    attempts = {row["taskId"]: row["attempts"] for s in files for row in s["tasks"]}
+    assert attempts == {"T-1": 1, "T-2": 2, "T-3": 2, "T-4": 2}
+
+    # Reflections only where reflexion is on, and the retry really used it (else no reply).
+    (saved,) = reflection_lines(on)
+    assert saved["taskId"] == "T-2" and saved["category"] == "edge_case"
+    assert reflection_lines(off) == []
+    assert not (off / ".openagents" / "memory").exists()
+
+    board_on, board_off = tasks_on_disk(on), tasks_on_disk(off)
+    assert board_on["T-1"]["status"] == board_on["T-2"]["status"] == "closed"
+    assert board_off["T-3"]["status"] == "closed"
+    assert board_off["T-4"]["status"] == "blocked"
+    assert "escalations/T-4.md" in board_off["T-4"]["closeReason"]
+    assert (off / ".openagents" / "escalations" / "T-4.md").is_file()
+    assert board_off["T-5"]["status"] == "open"
+    assert not (off / "clamp.py").exists()  # the escalated attempt was undone
+
+    for repo, ids in ((on, ["T-1", "T-2"]), (off, ["T-3"])):
+        for task_id in ids:
+            (sha,) = tasks_on_disk(repo)[task_id]["commits"]
+            assert on_main(repo, sha)
+        assert status(repo) == ""
+    assert "T-1: Add greet" in subjects(on) and "T-2: Add negate" in subjects(on)
+    assert (on / "negate.py").read_text() == NEGATE
+    assert "progress.md" in os.listdir(off / ".openagents")
+    progress = (off / ".openagents" / "progress.md").read_text()
+    assert "Stopped because: backlog empty" in progress and "T-4" in progress
+
+
+# -- 2. budgets --------------------------------------------------------------------------------
+
+
+def test_max_tasks_stops_with_the_second_ready_task_still_open(tmp_path, capsys):
+    repo = features_project(
+        init_repo(tmp_path / "repo"),
+        [
+            {"match": "Task T-1", "reply": write_file("greet.py", GREET)},
+            {"match": "Task T-2", "reply": write_file("negate.py", NEGATE)},
+        ],
+        [task("T-1", "Add greet"), task("T-2", "Add negate")],
+    )
+
+    assert overnight(repo, "--max-tasks", "1", "--json") == 0
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert outcomes(summary) == {"T-1": "closed"}
+    assert summary["stopReason"] == "task count reached (1)"
+    board = tasks_on_disk(repo)
+    assert board["T-1"]["status"] == "closed" and board["T-2"]["status"] == "open"
+    assert not (repo / "negate.py").exists()
+
+
+def test_time_budget_cancels_the_attempt_in_flight_and_restores_the_tree(git_repo, tmp_path, capsys):
+    register_scripted_provider()  # pay litellm's import before the clock starts
+    started = tmp_path / "tests-started"
+    slow = f"touch {started} && sleep 4 && {PY} -m pytest -q -p no:cacheprovider test_calc.py"
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}], config={"testCommands": [slow]})
+
+    assert overnight(repo, "--max-hours", "0.0005", "--json") == 1  # 1.8 s; the task is not done
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert "time" in summary["stopReason"]
+    assert outcomes(summary) == {"T-1": "interrupted"}
+    assert started.exists()  # the budget ran out during the test step
+    assert (repo / "calc.py").read_text() == CALC
+    assert status(repo) == ""
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    events = run_events(repo)
+    restored = [e for e in events if e["event"] == "restored"]
+    assert restored and restored[0]["paths"] == ["calc.py"]
+    assert not [e for e in events if e["event"] == "verdict"]
+
+
+PRICING = {"inputCostPerToken": 0.00001, "outputCostPerToken": 0.00002}
+USAGE = {"inputTokens": 800, "outputTokens": 100}  # $0.01 a call
+
+
+def test_cost_budget_stops_before_an_attempt_that_would_overspend(git_repo, capsys):
+    replies = [
+        {"match": "Task T-1", "reply": WRONG_ADD, "usage": USAGE},
+        {"match": "Task T-1", "reply": FIX_ADD, "usage": USAGE},
+    ]
+    repo = make_project(git_repo, replies, pricing=PRICING)
+
+    # Attempt 1 costs $0.01; attempt 2, estimated alike, would reach $0.02 > $0.015.
+    assert overnight(repo, "--max-cost", "0.015", "--no-reflexion", "--json") == 1
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert summary["stopReason"].startswith("cost budget")
+    (row,) = summary["tasks"]
+    assert row["outcome"] == "budget" and row["calls"] == 1
+    assert row["costUsd"] == pytest.approx(0.01)
+    calls = [e for e in run_events(repo) if e["event"] == "model_call"]
+    assert len(calls) == 1 and calls[0]["costUsd"] == pytest.approx(0.01)
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert (repo / "calc.py").read_text() == CALC
+    assert status(repo) == ""
+
+
+def test_cost_budget_with_an_unknown_price_is_refused_before_any_model_call(git_repo, capsys):
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])  # no pricing
+
+    assert overnight(repo, "--max-cost", "1") == 2
+
+    out = capsys.readouterr().out
+    assert "refused: a cost budget is set but the price of scripted/" in out
+    assert "is unknown" in out
+    kinds = {e["event"] for e in run_events(repo)}
+    assert "repository_refused" in kinds
+    assert not kinds & {"model_call", "model_error", "task_started"}
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert run_summaries(repo) == []
+
+
+def test_three_infrastructure_failures_stop_the_run_and_block_nothing(tmp_path, capsys):
+    repo = features_project(
+        init_repo(tmp_path / "repo"),
+        [{"error": "auth", "times": None}],
+        [task("T-1", "Add greet"), task("T-2", "Add negate"), task("T-3", "Add clamp")],
+    )
+
+    assert overnight(repo, "--json") == 1
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert summary["stopReason"].startswith("3 infrastructure failures in a row")
+    assert [row["outcome"] for row in summary["tasks"]] == ["model_unavailable"] * 3
+    assert {t["status"] for t in tasks_on_disk(repo).values()} == {"open"}
+    errors = [e for e in run_events(repo) if e["event"] == "model_error"]
+    assert len(errors) == 3 and {e["kind"] for e in errors} == {"auth"}
+    assert not (repo / ".openagents" / "escalations").exists()
+    assert status(repo) == ""
+
+
+# -- 3. a killed run is resumed ----------------------------------------------------------------
+
+# A test command that hangs on its Nth run (after saying so with its pid) and runs the
+# real tests otherwise; its state lives outside the repository.
+SLOW_TESTS = """import os, subprocess, sys, time
+from pathlib import Path
+
+state, hang_on = Path(sys.argv[1]), int(sys.argv[2])
+counter = state / "count"
+runs = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(runs))
+if runs == hang_on:
+    (state / "pid.tmp").write_text(str(os.getpid()))
+    os.replace(state / "pid.tmp", state / "pid")
+    time.sleep(60)
+sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_calc.py"]))
+"""
+
+
+def slow_test_command(tmp_path: Path, hang_on: int) -> tuple[str, Path]:
+    state = tmp_path / "slow-state"
+    state.mkdir()
+    script = tmp_path / "slow_tests.py"
+    script.write_text(SLOW_TESTS)
+    return f"{PY} {script} {state} {hang_on}", state
+
+
+def start_overnight(repo: Path, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "overnight", str(repo)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(path: Path, process: subprocess.Popen[str]) -> int:
+    """The pid the hanging test command wrote to `path`."""
+    deadline = time.monotonic() + WAIT_S
+    while not path.exists():
+        if process.poll() is not None:
+            raise AssertionError(f"overnight ended early ({process.returncode}): {process.communicate()}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError("the test command never started")
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(os.getpgid(pid), signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is not running
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_a_run_killed_during_the_test_step_resumes_to_completion(git_repo, tmp_path, capsys):
+    command, state = slow_test_command(tmp_path, hang_on=2)
+    repair = "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n    return a + b\n>>>>>>> REPLACE\n"
+    replies = [
+        {"match": "Task T-1", "reply": WRONG_ADD},
+        {"match": "Failure digest", "reply": REFLECTION, "times": None},
+        {"match": r"Attempt 1 failed[\s\S]*Reflections on earlier attempts", "reply": repair},
+    ]
+    repo = make_project(git_repo, replies, config={"testCommands": [command]})
+    base = git(repo, "rev-parse", "HEAD").strip()
+
+    # Run 1: attempt 1 fails and is reflected on; attempt 2's test run hangs; SIGKILL.
+    first = start_overnight(repo, tmp_path)
+    hung = wait_for(state / "pid", first)
+    first.kill()
+    first.communicate(timeout=WAIT_S)
+    kill_group(hung)  # SIGKILL leaves the test command's own process group behind
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "in_progress"
+    assert "return a + b" in (repo / "calc.py").read_text()  # attempt 2's edit, uncommitted
+    assert git(repo, "rev-parse", "HEAD").strip() == base
+    assert len(reflection_lines(repo)) == 1
+
+    # Run 2, in-process: takes over the lock, puts the tree back, runs T-1 again.
+    assert overnight(repo) == 0
+
+    stale = f"took over a stale lock left by a run that died (pid {first.pid} "
+    recovered = "recovered task(s) left in progress by an earlier run: T-1"
+    notices = [e["message"] for e in run_events(repo) if e["event"] == "notice"]
+    assert any(stale in n for n in notices) and recovered in notices
+    out = capsys.readouterr().out  # the log a user reads in the morning says so too
+    assert f"note: {stale}" in out and f"note: {recovered}" in out
+    closed = tasks_on_disk(repo)["T-1"]
+    assert closed["status"] == "closed"
+    (sha,) = closed["commits"]
+    assert on_main(repo, sha)
+    assert git(repo, "show", "--name-only", "--format=", sha).split() == ["calc.py"]
+    assert "return a + b" in git(repo, "show", f"{sha}:calc.py")
+    assert "abs(" not in (repo / "calc.py").read_text()
+    saved = reflection_lines(repo)  # every line still parses; the rerun added its own
+    assert len(saved) == 2 and {r["taskId"] for r in saved} == {"T-1"}
+    assert status(repo) == ""  # nothing stray: only ignored files are left
+    ignored = git(repo, "status", "--porcelain", "--ignored").splitlines()
+    assert all(line.startswith("!! ") for line in ignored)
+    (summary,) = run_summaries(repo)  # the killed run never got to write one
+    assert outcomes(summary) == {"T-1": "closed"} and summary["stopReason"] == "backlog empty"
+
+
+# -- 4. one run per repository -----------------------------------------------------------------
+
+HOLD_LOCK = """import sys
+from pathlib import Path
+from orchestrator.lock import AgentLock
+
+with AgentLock(Path(sys.argv[1])):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_second_run_on_a_locked_repository_is_refused_naming_the_holder(git_repo, capsys):
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(repo)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+
+        assert overnight(repo) == 4
+
+        out = capsys.readouterr().out
+        assert f"refused: another goldenloop run holds {repo / '.openagents' / 'agent.lock'} (pid {holder.pid} " in out
+    finally:
+        holder.communicate("", timeout=WAIT_S)
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert not [e for e in run_events(repo) if e["event"] == "task_started"]
+    assert run_summaries(repo) == []
+
+
+# -- 5. parallel worktrees ---------------------------------------------------------------------
+
+
+def worktrees(repo: Path) -> list[str]:
+    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
+
+
+def test_parallel_independent_tasks_land_on_main_in_a_linear_history(tmp_path, capsys):
+    repo = features_project(
+        init_repo(tmp_path / "repo"),
+        [
+            {"match": "Task T-1", "reply": write_file("greet.py", GREET)},
+            {"match": "Task T-2", "reply": write_file("negate.py", NEGATE)},
+        ],
+        [task("T-1", "Add greet"), task("T-2", "Add negate")],
+    )
+
+    assert overnight(repo, "--parallel", "2", "--json") == 0
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert outcomes(summary) == {"T-1": "closed", "T-2": "closed"}
+    started = [e for e in run_events(repo) if e["event"] == "repository_started"]
+    assert started[0]["parallel"] == 2
+    board = tasks_on_disk(repo)
+    for task_id, path in (("T-1", "greet.py"), ("T-2", "negate.py")):
+        (sha,) = board[task_id]["commits"]
+        assert on_main(repo, sha)
+        assert git(repo, "show", "--name-only", "--format=", sha).split() == [path]
+        assert (repo / path).is_file()  # checked out in the main tree
+    assert git(repo, "rev-list", "--min-parents=2", "main") == ""  # no merge commits
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert not Worktrees(repo.resolve()).home.exists()  # nothing left in the temp dir
+    assert git(repo, "branch", "--list", "goldenloop/*") == ""
+    assert status(repo) == ""
+
+
+def test_parallel_conflicting_tasks_keep_the_loser_on_its_branch(git_repo, capsys):
+    swap = FIX_ADD.replace("return a + b", "return b + a")
+    repo = make_project(
+        git_repo,
+        [{"match": "Task T-1", "reply": FIX_ADD}, {"match": "Task T-2", "reply": swap}],
+        tasks=[task("T-1", "Fix add"), task("T-2", "Fix add differently")],
+    )
+
+    assert overnight(repo, "--parallel", "2") == 1
+
+    (summary,) = run_summaries(repo)
+    assert sorted(outcomes(summary).values()) == ["blocked", "closed"]
+    winner = next(t for t, o in outcomes(summary).items() if o == "closed")
+    loser = next(t for t, o in outcomes(summary).items() if o == "blocked")
+    board = tasks_on_disk(repo)
+    assert board[winner]["status"] == "closed" and board[loser]["status"] == "blocked"
+    assert board[loser].get("closedAt") is None  # it was never closed on main
+    reason = board[loser]["closeReason"]
+    assert "merge conflict" in reason and f"goldenloop/{loser}" in reason
+    assert f"[{loser}] blocked {loser} after all: merge conflict" in capsys.readouterr().out
+    assert git(repo, "branch", "--list", "goldenloop/*").split() == [f"goldenloop/{loser}"]
+    mine = "return a + b" if loser == "T-1" else "return b + a"
+    assert mine in git(repo, "show", f"goldenloop/{loser}:calc.py")  # kept for a human
+    assert mine not in (repo / "calc.py").read_text()
+    assert on_main(repo, board[winner]["commits"][0])
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert not Worktrees(repo.resolve()).home.exists()  # nothing left in the temp dir
+    assert status(repo) == ""
+
+
+# -- 6. interrupted by the user ----------------------------------------------------------------
+
+
+def test_sigint_puts_the_task_back_and_prints_the_summary(git_repo, tmp_path):
+    command, state = slow_test_command(tmp_path, hang_on=1)
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}], config={"testCommands": [command]})
+
+    run = start_overnight(repo, tmp_path)
+    hung = wait_for(state / "pid", run)
+    assert "return a + b" in (repo / "calc.py").read_text()  # the attempt is in the tree
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=WAIT_S)
+
+    assert run.returncode == 130, err
+    assert "Traceback" not in err
+    assert "stopped because interrupted" in out
+    assert "interrupted: the tasks in flight were put back to open" in out
+    assert not alive(hung)  # the test command's whole group was stopped
+    assert (repo / "calc.py").read_text() == CALC
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    # Only the backlog's own state may be left uncommitted by an interrupt.
+    assert [line for line in status(repo).splitlines() if ".openagents/" not in line] == []
+    (summary,) = run_summaries(repo)
+    assert summary["stopReason"] == "interrupted" and summary["tasks"] == []
+    kinds = [e["event"] for e in run_events(repo)]
+    assert "restored" in kinds and kinds[-1] == "run_stopped"
