@@ -54,6 +54,7 @@ class Subtask(CamelModel):
     last_failure_reason: str | None = None
     attempts: list[AttemptRecord] = Field(default_factory=list)
     commit: str | None = None
+    convergence: str | None = None  # why its attempts stopped: passed, plateau, max_retries ...
     # Where the subtask started, so a crashed run can put the tree back.
     base_commit: str | None = None
     dirty_before: list[str] = Field(default_factory=list)

@@ -19,6 +19,15 @@ from reflection.redact import redact
 from reflection.schema import Reflection
 
 
+STOP_WORDS = {
+    "max_retries": "every retry was used",
+    "plateau": "the attempts stopped improving",
+    "oscillation": "the attempts went back and forth",
+    "regression": "the last retry made things worse",
+    "environment": "the checks cannot run in this environment",
+}
+
+
 @dataclass(frozen=True)
 class AttemptSnapshot:
     number: int
@@ -41,6 +50,7 @@ def write_packet(
     snapshots: Sequence[AttemptSnapshot],
     reflections: Sequence[Reflection],
     meter: Meter,
+    convergence: str = "max_retries",
 ) -> Path:
     folder = project_dir / ".openagents" / "escalations"
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.id)
@@ -48,7 +58,8 @@ def write_packet(
     best = best_attempt(snapshots)
     if best is not None:
         atomic_write(patch, redact(best.diff).encode())
-    atomic_write(packet, redact(_markdown(task, subtask, snapshots, reflections, meter, best, patch)).encode())
+    text = _markdown(task, subtask, snapshots, reflections, meter, best, patch, convergence)
+    atomic_write(packet, redact(text).encode())
     return packet
 
 
@@ -60,13 +71,14 @@ def _markdown(
     meter: Meter,
     best: AttemptSnapshot | None,
     patch: Path,
+    convergence: str,
 ) -> str:
     lines = [
         f"# Escalation: {task.id} — {task.title}",
         "",
         f"Subtask `{subtask.id}`: {subtask.title}",
-        f"The loop gave up after {len(snapshots)} attempt(s). The task is blocked until a "
-        "human looks at it.",
+        f"The loop gave up after {len(snapshots)} attempt(s) ({STOP_WORDS.get(convergence, convergence)}). "
+        "The task is blocked until a human looks at it.",
         "",
         "## What was tried",
         *[f"- Attempt {s.number}: {s.summary}" for s in snapshots],

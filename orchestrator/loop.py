@@ -11,11 +11,14 @@ is an event in the `RunLog`.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
+
+import anyio
 
 from orchestrator.config import ProjectConfig
 from orchestrator.decompose import (
@@ -25,9 +28,12 @@ from orchestrator.decompose import (
     decompose,
     is_small,
 )
+from orchestrator.convergence import AttemptScore, Convergence, Decision, ProgressTracker
 from orchestrator.escalation import AttemptSnapshot, write_packet
 from orchestrator.executors import ExecutionRequest, Executor
+from orchestrator.judge import Judge, Judgement
 from orchestrator.metering import Meter
+from orchestrator.preflight import Baseline, preflight
 from orchestrator.prompt import LastAttempt, attempt_prompt
 from orchestrator.repo import Repo
 from orchestrator.runlog import RunLog
@@ -38,6 +44,7 @@ from reflection.schema import FailureContext
 from reflection.service import ReflectionService
 
 DIFF_BYTES = 200_000  # bound on a diff kept in memory or sent anywhere
+T = TypeVar("T")
 
 Status = Literal["closed", "blocked", "model_unavailable", "budget", "interrupted"]
 
@@ -53,6 +60,7 @@ class TaskOutcome:
     meter: Meter = field(default_factory=Meter)
     duration_s: float = 0.0
     escalation: Path | None = None
+    convergence: str | None = None  # why the last subtask stopped (Convergence)
 
 
 @dataclass
@@ -61,6 +69,22 @@ class _SubtaskResult:
     reason: str
     commit: str | None = None
     escalation: Path | None = None
+    convergence: Convergence | None = None
+
+
+@dataclass
+class _Attempts:
+    """What one subtask's attempts in this run have learned so far."""
+
+    base: str
+    before: set[str]  # the user's dirty paths at the start: never ours
+    tracker: ProgressTracker
+    last: LastAttempt | None = None
+    changed: list[str] = field(default_factory=list)  # the next attempt's hints
+    snapshots: list[AttemptSnapshot] = field(default_factory=list)
+    patches: dict[int, str] = field(default_factory=dict)  # attempt -> binary patch
+    previous_signature: str | None = None
+    last_decision: Decision | None = None
 
 
 @dataclass
@@ -93,15 +117,18 @@ class GoldenLoop:
         p = self.p
         p.board.claim(task.id)
         p.runlog.event("task_started", taskId=task.id, title=task.title)
+        baseline = await self._preflight(task)
+        if isinstance(baseline, TaskOutcome):
+            return self._finish(baseline, [], started)
         plan = await self._plan(task)
         commits: list[str] = [s.commit for s in plan.subtasks if s.commit]
         outcome = None
         for subtask in plan.subtasks:
             if subtask.status == "done":
                 continue
-            result = await self._run_subtask(task, plan, subtask)
+            result = await self._run_subtask(task, plan, subtask, baseline)
             if result.status != "passed":
-                outcome = self._stop(task, plan, subtask, result)
+                outcome = self._stop(task, result)
                 break
             if result.commit:
                 commits.append(result.commit)
@@ -109,11 +136,43 @@ class GoldenLoop:
             reason = f"all {len(plan.subtasks)} subtask(s) passed verification"
             p.board.close(task.id, reason, commits)
             p.runlog.event("task_closed", taskId=task.id, commits=commits, reason=reason)
-            outcome = TaskOutcome(task.id, "closed", reason, commits)
+            outcome = TaskOutcome(task.id, "closed", reason, convergence=Convergence.PASSED)
+        return self._finish(outcome, commits, started)
+
+    def _finish(self, outcome: TaskOutcome, commits: list[str], started: float) -> TaskOutcome:
         outcome.commits = commits
         outcome.attempts, outcome.reflections = self._attempts, self._reflections
-        outcome.meter, outcome.duration_s = p.meter, time.monotonic() - started
+        outcome.meter, outcome.duration_s = self.p.meter, time.monotonic() - started
         return outcome
+
+    async def _preflight(self, task: Task) -> Baseline | TaskOutcome | None:
+        """Run the checks once before any model call; a broken environment blocks the task."""
+        p, c = self.p, self.p.config
+        if not (c.retry.preflight and (c.test_commands or c.typecheck_commands)):
+            return None
+        baseline = await preflight(
+            p.repo.root,
+            typecheck_commands=c.typecheck_commands,
+            test_commands=c.test_commands,
+            timeout_s=c.timeouts.verify_seconds,
+            digest_tokens=c.digest_tokens,
+            task_text=_task_text(task),
+        )
+        p.runlog.event(
+            "preflight",
+            taskId=task.id,
+            passed=baseline.verdict.passed,
+            failingAtBaseline=sorted(baseline.failing_tests),
+            complete=baseline.complete,
+            environmentError=baseline.environment_error,
+            durationS=round(baseline.duration_s, 3),
+        )
+        if baseline.environment_error is None:
+            return baseline
+        reason = f"environment: {baseline.environment_error} No model was called."
+        p.board.block(task.id, reason)
+        p.runlog.event("task_blocked", taskId=task.id, reason=reason, convergence=Convergence.ENVIRONMENT)
+        return TaskOutcome(task.id, "blocked", reason, convergence=Convergence.ENVIRONMENT)
 
     async def _plan(self, task: Task) -> SubtaskPlan:
         p = self.p
@@ -141,98 +200,161 @@ class GoldenLoop:
         )
         return plan
 
-    async def _run_subtask(self, task: Task, plan: SubtaskPlan, subtask: Subtask) -> _SubtaskResult:
-        p = self.p
-        base = p.repo.head()
+    async def _run_subtask(
+        self, task: Task, plan: SubtaskPlan, subtask: Subtask, baseline: Baseline | None
+    ) -> _SubtaskResult:
+        p, retry = self.p, self.p.config.retry
+        base = await self._git(p.repo.head)
         # The user's own dirty paths (untracked, or modified with --allow-dirty) are
         # never counted, committed or restored.
-        before = set(p.repo.dirty_paths())
+        before = set(await self._git(p.repo.dirty_paths))
         subtask.status, subtask.base_commit = "in_progress", base
         subtask.dirty_before = sorted(before)
         self._save(plan)
-        last: LastAttempt | None = None
-        changed: list[str] = []  # what the attempts so far changed: the next one's hints
-        snapshots: list[AttemptSnapshot] = []
-        previous_signature: str | None = None
+        run = _Attempts(base, before, ProgressTracker(
+            stop_on_plateau=retry.stop_on_plateau,
+            stop_on_oscillation=retry.stop_on_oscillation,
+            rollback_regressions=retry.rollback_regressions,
+        ))
+        judge = Judge(p.repo.root, p.config, baseline=baseline, task_text=_task_text(task),
+                      about_tests=subtask.about_tests)
         for shown in range(1, self.max_attempts + 1):  # "attempt k/N" of this run
-            number = len(subtask.attempts) + 1  # the subtask's attempts across runs
-            stop = p.budget_check() if p.budget_check else None
-            if stop:
-                return self._put_back(plan, subtask, base, before, "budget", stop)
-            prompt = self._prompt(task, plan, subtask, last)
-            p.runlog.event(
-                "attempt_started",
-                taskId=task.id,
-                subtaskId=subtask.id,
-                attempt=shown,
-                of=self.max_attempts,
-                promptChars=len(prompt),
-            )
-            self._attempts += 1
-            started = time.monotonic()
-            request = ExecutionRequest(
-                repo_dir=p.repo.root, prompt=prompt, attempt=shown, hint_paths=changed
-            )
-            try:
-                executed = await p.executor.execute(request)
-            except ModelError as exc:
-                return self._put_back(plan, subtask, base, before, "model_unavailable", f"the model failed: {exc}")
-            changed = p.repo.changed_files(base, before)
-            if not executed.ok:
-                diff = p.repo.diff(base, before, max_bytes=DIFF_BYTES)
-                what = "the edits could not be applied" if p.executor.name == "builtin" else "the agent run failed"
-                reason = f"{what}: {executed.error}"
-                p.runlog.event(
-                    "edit_failed", taskId=task.id, subtaskId=subtask.id, attempt=shown, error=executed.error
-                )
-                self._record(plan, subtask, number, "edit_failed", reason, changed, started)
-                snapshots.append(AttemptSnapshot(shown, reason, diff, 0.0))
-                last = LastAttempt(shown, diff, reason)
-                continue
-            verdict = await self._verify()
-            p.runlog.event(
-                "verdict",
-                taskId=task.id,
-                subtaskId=subtask.id,
-                attempt=shown,
-                passed=verdict.passed,
-                failureType=verdict.failure_type,
-                summary=verdict.summary(),
-                testsPassed=verdict.tests_passed,
-                testsFailed=verdict.tests_failed,
-                errorSignature=verdict.digest.signature if verdict.digest else None,
-                durationS=round(verdict.duration_s, 3),
-                filesChanged=changed,
-            )
-            if verdict.passed:
-                sha = self._commit(task, subtask, changed)
-                subtask.status, subtask.commit = "done", sha
-                self._record(plan, subtask, number, "passed", verdict.summary(), changed, started, verdict)
-                return _SubtaskResult("passed", verdict.summary(), commit=sha)
-            diff = p.repo.diff(base, before, max_bytes=DIFF_BYTES)
-            reflection_id = await self._reflect(task, subtask, number, verdict, changed, diff, previous_signature)
-            self._record(
-                plan, subtask, number, "failed", verdict.summary(), changed, started, verdict, reflection_id
-            )
-            assert verdict.digest is not None
-            previous_signature = verdict.digest.signature
-            snapshots.append(AttemptSnapshot(shown, verdict.summary(), diff, verdict.score))
-            last = LastAttempt(shown, diff, verdict.digest.text)
-        return self._escalate(task, plan, subtask, base, before, snapshots)
+            result = await self._attempt(task, plan, subtask, run, judge, shown)
+            if result is not None:
+                return result
+        final = Convergence.MAX_RETRIES
+        if run.last_decision is not None and run.last_decision.action == "rollback":
+            final = Convergence.REGRESSION  # the last retry made things worse
+        return await self._escalate(task, plan, subtask, run, final)
 
-    def _put_back(
-        self, plan: SubtaskPlan, subtask: Subtask, base: str, before: set[str], status: str, reason: str
+    async def _attempt(
+        self, task: Task, plan: SubtaskPlan, subtask: Subtask, run: _Attempts, judge: Judge, shown: int
+    ) -> _SubtaskResult | None:
+        """One attempt; a result ends the subtask, None means: retry."""
+        p = self.p
+        number = len(subtask.attempts) + 1  # the subtask's attempts across runs
+        stop = p.budget_check() if p.budget_check else None
+        if stop:
+            return await self._put_back(plan, subtask, run, "budget", stop)
+        prompt = self._prompt(task, plan, subtask, run.last)
+        p.runlog.event("attempt_started", taskId=task.id, subtaskId=subtask.id, attempt=shown,
+                       of=self.max_attempts, promptChars=len(prompt))
+        self._attempts += 1
+        started = time.monotonic()
+        request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=shown, hint_paths=run.changed)
+        try:
+            executed = await p.executor.execute(request)
+        except ModelError as exc:
+            return await self._put_back(plan, subtask, run, "model_unavailable", f"the model failed: {exc}")
+        run.changed = await self._git(p.repo.changed_files, run.base, run.before)
+        diff = await self._git(p.repo.diff, run.base, run.before, DIFF_BYTES)
+        if not executed.ok:  # nothing to verify or reflect on: say why and retry
+            what = "the edits could not be applied" if p.executor.name == "builtin" else "the agent run failed"
+            reason = f"{what}: {executed.error}"
+            p.runlog.event("edit_failed", taskId=task.id, subtaskId=subtask.id, attempt=shown, error=executed.error)
+            self._record(plan, subtask, number, "edit_failed", reason, run.changed, started)
+            run.snapshots.append(AttemptSnapshot(shown, reason, diff, 0.0))
+            run.last = LastAttempt(shown, diff, reason)
+            return None
+        verdict = await self._verify()
+        self._log_verdict(task, subtask, shown, verdict, run.changed)
+        judged = await judge.judge(verdict, run.changed, diff)
+        if judged.outcome not in ("passed", "failed"):
+            p.runlog.event("judged", taskId=task.id, subtaskId=subtask.id, attempt=shown,
+                           outcome=judged.outcome, summary=judged.summary)
+        if judged.passed:
+            sha = await self._commit(task, subtask, run.changed)
+            subtask.status, subtask.commit, subtask.convergence = "done", sha, Convergence.PASSED
+            self._record(plan, subtask, number, judged.outcome, judged.summary, run.changed, started, verdict)
+            return _SubtaskResult("passed", judged.summary, commit=sha, convergence=Convergence.PASSED)
+        reflection_id = None
+        if judged.reflect:
+            reflection_id = await self._reflect(task, subtask, number, verdict, run, diff)
+        self._record(plan, subtask, number, judged.outcome, judged.summary, run.changed, started,
+                     verdict, reflection_id)
+        return await self._after_failure(task, plan, subtask, run, shown, verdict, judged, diff)
+
+    async def _after_failure(
+        self,
+        task: Task,
+        plan: SubtaskPlan,
+        subtask: Subtask,
+        run: _Attempts,
+        shown: int,
+        verdict: Verdict,
+        judged: Judgement,
+        diff: str,
+    ) -> _SubtaskResult | None:
+        """Track progress: stop early, roll a regression back, or set up the retry."""
+        p = self.p
+        score = 0.0 if judged.outcome == "integrity" else verdict.score
+        run.snapshots.append(AttemptSnapshot(shown, judged.summary, diff, score))
+        run.patches[shown] = await self._git(p.repo.snapshot, run.base, run.before)
+        if judged.escalate:
+            return await self._escalate(task, plan, subtask, run, Convergence.ENVIRONMENT)
+        attempt = AttemptScore.from_verdict(shown, verdict)
+        if judged.outcome == "integrity":
+            attempt = AttemptScore(shown, 0.0, signature="integrity")
+        decision = run.last_decision = run.tracker.record(attempt)
+        if decision.action != "continue" or decision.repeated_signature:
+            p.runlog.event("progress", taskId=task.id, subtaskId=subtask.id, attempt=shown, **decision.as_event())
+        if decision.action == "stop" and shown < self.max_attempts:
+            return await self._escalate(task, plan, subtask, run, decision.reason or Convergence.PLATEAU)
+        failure = judged.failure
+        if decision.repeated_signature:
+            failure += "\n\nThis is exactly the failure of the attempt before: that fix did not work."
+        if decision.action == "rollback" and decision.rollback_to in run.patches:
+            await self._roll_back(task, subtask, run, decision.rollback_to)
+            best = run.snapshots[[s.number for s in run.snapshots].index(decision.rollback_to)]
+            failure += (f"\n\nThis attempt was worse than attempt {best.number}, so the tree was put "
+                        f"back to attempt {best.number}'s changes (shown above); improve on those.")
+            diff = best.diff
+        run.previous_signature = verdict.digest.signature if verdict.digest else None
+        run.last = LastAttempt(shown, diff, failure)
+        return None
+
+    async def _roll_back(self, task: Task, subtask: Subtask, run: _Attempts, to: int) -> None:
+        p = self.p
+        await self._git(p.repo.restore, run.base, run.before)
+        await self._git(p.repo.apply_snapshot, run.patches[to])
+        run.changed = await self._git(p.repo.changed_files, run.base, run.before)
+        p.runlog.event("rolled_back", taskId=task.id, subtaskId=subtask.id, toAttempt=to)
+
+    def _log_verdict(self, task: Task, subtask: Subtask, shown: int, verdict: Verdict, changed: list[str]) -> None:
+        self.p.runlog.event(
+            "verdict",
+            taskId=task.id,
+            subtaskId=subtask.id,
+            attempt=shown,
+            passed=verdict.passed,
+            failureType=verdict.failure_type,
+            summary=verdict.summary(),
+            testsPassed=verdict.tests_passed,
+            testsFailed=verdict.tests_failed,
+            errorSignature=verdict.digest.signature if verdict.digest else None,
+            durationS=round(verdict.duration_s, 3),
+            filesChanged=changed,
+        )
+
+    @staticmethod
+    async def _git(fn: Callable[..., T], *args: Any) -> T:
+        """Git work off the event loop, so parallel workers' tests keep running."""
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args))
+
+    async def _put_back(
+        self, plan: SubtaskPlan, subtask: Subtask, run: _Attempts, status: str, reason: str
     ) -> _SubtaskResult:
         """Stop without blaming the task: undo the subtask, leave it pending."""
-        self.p.repo.restore(base, before)
+        await self._git(self.p.repo.restore, run.base, run.before)
         subtask.status = "pending"
         self._save(plan)
-        return _SubtaskResult(status, reason)  # type: ignore[arg-type]
+        convergence = Convergence.BUDGET if status == "budget" else None
+        return _SubtaskResult(status, reason, convergence=convergence)  # type: ignore[arg-type]
 
     def _prompt(self, task: Task, plan: SubtaskPlan, subtask: Subtask, last: LastAttempt | None) -> str:
         block = ""
         service = self.p.reflections
-        if service is not None and last is not None:
+        if service is not None and (last is not None or subtask.attempts):  # incl. a killed run's
             block = service.format_for_prompt(service.recent(subtask.id))
         return attempt_prompt(task, plan, subtask, last=last, reflections=block)
 
@@ -246,11 +368,11 @@ class GoldenLoop:
             digest_tokens=c.digest_tokens,
         )
 
-    def _commit(self, task: Task, subtask: Subtask, changed: list[str]) -> str | None:
+    async def _commit(self, task: Task, subtask: Subtask, changed: list[str]) -> str | None:
         if not changed:
             self.p.runlog.event("no_changes", taskId=task.id, subtaskId=subtask.id)
             return None
-        sha = self.p.repo.commit(changed, f"{task.id}: {subtask.title}")
+        sha = await self._git(self.p.repo.commit, changed, f"{task.id}: {subtask.title}")
         self.p.runlog.event("committed", taskId=task.id, subtaskId=subtask.id, sha=sha, files=changed)
         return sha
 
@@ -260,9 +382,8 @@ class GoldenLoop:
         subtask: Subtask,
         attempt: int,
         verdict: Verdict,
-        changed: list[str],
+        run: _Attempts,
         diff: str,
-        previous_signature: str | None,
     ) -> str | None:
         service = self.p.reflections
         if service is None or verdict.digest is None or verdict.failure_type is None:
@@ -279,9 +400,9 @@ class GoldenLoop:
             error_signature=verdict.digest.signature,
             failing_tests=verdict.digest.failing_tests,
             first_error=verdict.digest.first_error,
-            files_modified=changed,
+            files_modified=run.changed,
             diff=diff,
-            previous_signature=previous_signature,
+            previous_signature=run.previous_signature,
         )
         try:
             reflection = await service.reflect(ctx)
@@ -338,49 +459,49 @@ class GoldenLoop:
     def _save(self, plan: SubtaskPlan) -> None:
         plan.save(SubtaskPlan.path_for(self.p.project_dir, plan.task_id))
 
-    def _escalate(
-        self,
-        task: Task,
-        plan: SubtaskPlan,
-        subtask: Subtask,
-        base: str,
-        before: set[str],
-        snapshots: list[AttemptSnapshot],
+    async def _escalate(
+        self, task: Task, plan: SubtaskPlan, subtask: Subtask, run: _Attempts, why: Convergence
     ) -> _SubtaskResult:
         p = self.p
         reflections = p.reflections.recent(subtask.id, 10) if p.reflections else []
         packet = write_packet(
-            p.project_dir,
-            task,
-            subtask,
-            snapshots=snapshots,
-            reflections=reflections,
-            meter=p.meter,
+            p.project_dir, task, subtask,
+            snapshots=run.snapshots, reflections=reflections, meter=p.meter, convergence=why,
         )
         if p.config.failure_cleanup == "restore":
-            p.repo.restore(base, before)
-        subtask.status = "failed"
+            await self._git(p.repo.restore, run.base, run.before)
+        subtask.status, subtask.convergence = "failed", why
         self._save(plan)
         reason = (
-            f"subtask {subtask.id} failed {len(snapshots)} attempt(s); last: "
-            f"{subtask.last_failure_reason}; see {packet.relative_to(p.project_dir)}"
+            f"subtask {subtask.id} stopped ({why.value}) after {len(run.snapshots)} attempt(s); "
+            f"last: {subtask.last_failure_reason}; see {packet.relative_to(p.project_dir)}"
         )
         p.runlog.event(
             "escalated",
             taskId=task.id,
             subtaskId=subtask.id,
+            convergence=why,
             packet=str(packet),
             restored=p.config.failure_cleanup == "restore",
             reason=reason,
         )
-        return _SubtaskResult("escalated", reason, escalation=packet)
+        return _SubtaskResult("escalated", reason, escalation=packet, convergence=why)
 
-    def _stop(self, task: Task, plan: SubtaskPlan, subtask: Subtask, result: _SubtaskResult) -> TaskOutcome:
+    def _stop(self, task: Task, result: _SubtaskResult) -> TaskOutcome:
         p = self.p
         if result.status in ("model_unavailable", "budget"):
             p.board.reopen(task.id)
             p.runlog.event("task_reopened", taskId=task.id, reason=result.reason)
-            return TaskOutcome(task.id, result.status, result.reason)
+            return TaskOutcome(task.id, result.status, result.reason, convergence=result.convergence)
         p.board.block(task.id, result.reason)
-        p.runlog.event("task_blocked", taskId=task.id, reason=result.reason)
-        return TaskOutcome(task.id, "blocked", result.reason, escalation=result.escalation)
+        p.runlog.event("task_blocked", taskId=task.id, reason=result.reason, convergence=result.convergence)
+        return TaskOutcome(task.id, "blocked", result.reason, escalation=result.escalation,
+                           convergence=result.convergence)
+
+
+def _task_text(task: Task) -> str:
+    """What the task says, for telling its own tests and modules from others."""
+    criteria = task.acceptance_criteria or ""
+    if isinstance(criteria, list):
+        criteria = "\n".join(criteria)
+    return "\n".join((task.title, task.description, criteria))

@@ -88,7 +88,31 @@ class HumanLines:
 
     def _escalated(self, e: Event) -> str:
         restored = "tree restored to the subtask's start; " if e.get("restored") else ""
-        return f"  ESCALATED: {restored}packet: {e.get('packet')}"
+        why = f" ({e['convergence']})" if e.get("convergence") else ""
+        return f"  ESCALATED{why}: {restored}packet: {e.get('packet')}"
+
+    def _preflight(self, e: Event) -> str:
+        if e.get("environmentError"):
+            return f"  preflight: the checks cannot run: {e['environmentError']}"
+        failing = e.get("failingAtBaseline") or []
+        state = "checks pass" if e.get("passed") else f"{len(failing)} test(s) already failing"
+        return f"  preflight: {state} before any change ({e.get('durationS')} s)"
+
+    def _judged(self, e: Event) -> str:
+        labels = {
+            "flaky": "FLAKY",
+            "preexisting": "PASS*",
+            "integrity": "REJECT",
+            "environment": "ENV",
+            "timeout": "TIMEOUT",
+        }
+        return f"    {labels.get(e.get('outcome'), 'NOTE')}  {e.get('summary')}"
+
+    def _progress(self, e: Event) -> str:
+        return f"    progress: {e.get('explanation')}"
+
+    def _rolled_back(self, e: Event) -> str:
+        return f"    rolled back to attempt {e.get('toAttempt')}'s tree (the best so far)"
 
     def _restored(self, e: Event) -> str:
         paths = e.get("paths") or []

@@ -99,7 +99,8 @@ def test_four_failures_escalate_and_restore_the_tree(git_repo, capsys):
         },
         {"match": "Task T-1", "reply": "notes/new.txt\n<<<<<<< FILE\nscratch\n>>>>>>> FILE\n", "times": 2},
     ]
-    repo = make_project(git_repo, replies)
+    no_early_stop = {"retry": {"stopOnPlateau": False, "stopOnOscillation": False}}
+    repo = make_project(git_repo, replies, config=no_early_stop)
     (repo / "mine.txt").write_text("the user's own untracked notes\n")
 
     assert run(repo, "--allow-dirty") == 1

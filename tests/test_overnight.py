@@ -200,7 +200,9 @@ def test_time_budget_cancels_the_attempt_in_flight_and_restores_the_tree(git_rep
     register_scripted_provider()  # pay litellm's import before the clock starts
     started = tmp_path / "tests-started"
     slow = f"touch {started} && sleep 4 && {PY} -m pytest -q -p no:cacheprovider test_calc.py"
-    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}], config={"testCommands": [slow]})
+    # No preflight: the budget must run out in the attempt's own test step.
+    config = {"testCommands": [slow], "retry": {"preflight": False}}
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}], config=config)
 
     assert overnight(repo, "--max-hours", "0.0005", "--json") == 1  # 1.8 s; the task is not done
 
@@ -350,7 +352,9 @@ def test_a_run_killed_during_the_test_step_resumes_to_completion(git_repo, tmp_p
         {"match": "Failure digest", "reply": REFLECTION, "times": None},
         {"match": r"Attempt 1 failed[\s\S]*Reflections on earlier attempts", "reply": repair},
     ]
-    repo = make_project(git_repo, replies, config={"testCommands": [command]})
+    # hang_on counts test runs: no preflight run or flaky rerun may shift it.
+    plain = {"testCommands": [command], "retry": {"preflight": False, "flakyReruns": 0}}
+    repo = make_project(git_repo, replies, config=plain)
     base = git(repo, "rev-parse", "HEAD").strip()
 
     # Run 1: attempt 1 fails and is reflected on; attempt 2's test run hangs; SIGKILL.
@@ -492,7 +496,8 @@ def test_parallel_conflicting_tasks_keep_the_loser_on_its_branch(git_repo, capsy
 
 def test_sigint_puts_the_task_back_and_prints_the_summary(git_repo, tmp_path):
     command, state = slow_test_command(tmp_path, hang_on=1)
-    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}], config={"testCommands": [command]})
+    plain = {"testCommands": [command], "retry": {"preflight": False, "flakyReruns": 0}}
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}], config=plain)
 
     run = start_overnight(repo, tmp_path)
     hung = wait_for(state / "pid", run)

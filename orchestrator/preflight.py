@@ -1,0 +1,256 @@
+"""Preflight: verify the untouched tree once, before any model call, and judge attempts by it.
+
+The baseline answers two questions the golden loop cannot answer afterwards:
+
+- Can the checks run at all? A missing program, third-party module or a rejected
+  command line is an `environment_error`: no edit will fix it, so the task should stop
+  before a model is paid to try.
+- Which tests already fail? A test that fails on the untouched tree and that the task
+  is not about is not the attempt's fault. `relevant_failures` separates what an
+  attempt broke (or was asked to fix) from what was broken before it started.
+
+Unlike `verify`, which stops at the first failing step, preflight runs every command
+(typecheck commands first, then test commands), so the baseline's list of failing tests
+covers every test command even when a typecheck or an earlier test command fails.
+
+Judging is conservative: a failing test is ignored only when it is known by id to have
+failed at baseline, the task does not mention it, and the attempt's own list of failing
+tests is provably complete (see `known_failures`). Crashes, timeouts, typecheck
+failures, collection errors and lists the runner's counts do not match never get an
+attempt waved through.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.envcheck import environment_error, mentions
+from orchestrator.verify import DEFAULT_OUTPUT_CAP, Verdict, verify
+from reflection.schema import FailureType
+
+log = logging.getLogger("goldenloop.preflight")
+
+MAX_LISTED_TESTS = 500  # reflection.digest keeps at most this many failing test ids
+PYTEST_TESTS_FAILED_EXIT = 1  # any other non-zero pytest exit means not all tests ran
+_CLIPPED = " … "  # how reflection.digest marks an id it had to shorten
+
+
+class Baseline(BaseModel):
+    """The state of the checks on the untouched tree."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdict: Verdict  # every command's step, in order; digest of the first failing one
+    environment_error: str | None = None  # one sentence: the checks cannot run at all
+    failing_tests: frozenset[str] = frozenset()  # failing at baseline, from every test step
+    complete: bool = True  # False: more tests may fail than `failing_tests` lists
+    typecheck_failing: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def commands(self) -> list[tuple[str, str]]:
+        """(kind, command) of every configured check, in the order they ran."""
+        return [(step.kind, step.command) for step in self.verdict.steps]
+
+
+class RelevantFailures(BaseModel):
+    """Which of an attempt's failing tests count against it."""
+
+    counted: list[str]  # new failures, and baseline failures the task is about
+    ignored: list[str]  # failed at baseline too, and the task does not mention them
+    decisive: bool  # True: the failure is fully explained by ignored tests: treat as passed
+    reason: str  # one line for the run log
+
+
+async def preflight(
+    cwd: Path,
+    *,
+    typecheck_commands: list[str],
+    test_commands: list[str],
+    timeout_s: float,
+    digest_tokens: int = 1500,
+    task_text: str = "",
+    output_cap_bytes: int = DEFAULT_OUTPUT_CAP,
+) -> Baseline:
+    """Run every check once on `cwd` as it is and describe the result.
+
+    `task_text` (the task's title and description) keeps modules and scripts the task
+    is meant to create from being reported as a broken environment.
+    """
+    started = time.monotonic()
+    plan = [("typecheck", c) for c in typecheck_commands] + [("test", c) for c in test_commands]
+    verdicts: list[Verdict] = []
+    for kind, command in plan:
+        single = await verify(
+            cwd,
+            typecheck_commands=[command] if kind == "typecheck" else [],
+            test_commands=[command] if kind == "test" else [],
+            timeout_s=timeout_s,
+            digest_tokens=digest_tokens,
+            output_cap_bytes=output_cap_bytes,
+        )
+        verdicts.append(single)
+    baseline = _baseline(verdicts, cwd, task_text, time.monotonic() - started)
+    log.info(
+        "baseline of %s: %s; %d failing test(s)%s%s",
+        cwd,
+        baseline.verdict.summary(),
+        len(baseline.failing_tests),
+        "" if baseline.complete else " (list incomplete)",
+        f"; environment: {baseline.environment_error}" if baseline.environment_error else "",
+    )
+    return baseline
+
+
+def _baseline(verdicts: list[Verdict], cwd: Path, task_text: str, duration_s: float) -> Baseline:
+    failing_tests: set[str] = set()
+    complete = True
+    environment: str | None = None
+    for single in verdicts:
+        if single.passed:
+            continue
+        step = single.steps[-1]
+        environment = environment or environment_error(step, root=cwd, task_text=task_text)
+        if step.kind == "test":
+            tests, listed_all = known_failures(single)
+            failing_tests |= tests
+            complete = complete and listed_all
+    return Baseline(
+        verdict=_combine(verdicts, duration_s),
+        environment_error=environment,
+        failing_tests=frozenset(failing_tests),
+        complete=complete,
+        typecheck_failing=any(not v.passed and v.steps[-1].kind == "typecheck" for v in verdicts),
+        duration_s=duration_s,
+    )
+
+
+def _combine(verdicts: list[Verdict], duration_s: float) -> Verdict:
+    """One verdict over all steps; the first failing step gives its type and digest."""
+    first_failure = next((v for v in verdicts if not v.passed), None)
+    return Verdict(
+        passed=first_failure is None,
+        failure_type=first_failure.failure_type if first_failure else None,
+        digest=first_failure.digest if first_failure else None,
+        steps=[step for v in verdicts for step in v.steps],
+        tests_passed=_sum(v.tests_passed for v in verdicts),
+        tests_failed=_sum(v.tests_failed for v in verdicts),
+        duration_s=duration_s,
+    )
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def known_failures(verdict: Verdict) -> tuple[frozenset[str], bool]:
+    """The failing tests of a verdict's failing step, and whether that list is complete.
+
+    Complete means every failing test is named by a usable id: the step is a test run
+    that finished (no timeout, crash or typecheck failure), the runner's failed count
+    equals the number of ids, no id was shortened, the digest's cap was not reached,
+    and pytest exited with "tests failed" (any other code means not all tests ran,
+    e.g. a collection error, whose "test id" is a file).
+    """
+    if verdict.passed:
+        return frozenset(), True
+    digest = verdict.digest
+    tests = frozenset(digest.failing_tests) if digest else frozenset()
+    if digest is None or verdict.failure_type != FailureType.TEST_FAILURE or not verdict.steps:
+        return tests, False
+    step = verdict.steps[-1]
+    complete = (
+        step.kind == "test"
+        and bool(tests)
+        and digest.failed == len(tests)
+        and len(digest.failing_tests) < MAX_LISTED_TESTS
+        and not any(_CLIPPED in test for test in tests)
+    )
+    if digest.tool == "pytest":
+        complete = complete and step.exit_code == PYTEST_TESTS_FAILED_EXIT
+        complete = complete and all("::" in test for test in tests)
+    return tests, complete
+
+
+def relevant_failures(verdict: Verdict, baseline: Baseline, task_text: str) -> RelevantFailures:
+    """Split an attempt's failing tests into those that count against it and those that don't.
+
+    A failing test is ignored when it failed at baseline and the task text does not
+    mention it (by id, function name or file). `decisive` is True only when the
+    verdict's whole failure is made of ignored tests: its failing-test list is complete
+    and its commands are the baseline's, all of them, so nothing after the failing step
+    went unchecked. Then the attempt may be treated as passing.
+    """
+    if verdict.passed:
+        return RelevantFailures(counted=[], ignored=[], decisive=False, reason="the checks passed")
+    digest = verdict.digest
+    ordered = list(digest.failing_tests) if digest else []
+    _, complete = known_failures(verdict)
+    if not complete:
+        reason = "the failing tests are not fully known (crash, timeout, typecheck or partial list)"
+        return RelevantFailures(counted=ordered, ignored=[], decisive=False, reason=reason)
+    ignored = [t for t in ordered if t in baseline.failing_tests and not about_task(t, task_text)]
+    counted = [t for t in ordered if t not in ignored]
+    covered = [(s.kind, s.command) for s in verdict.steps] == baseline.commands
+    decisive = not counted and bool(ignored) and covered
+    return RelevantFailures(
+        counted=counted,
+        ignored=ignored,
+        decisive=decisive,
+        reason=_reason(counted, ignored, covered),
+    )
+
+
+def _reason(counted: list[str], ignored: list[str], covered: bool) -> str:
+    if counted:
+        return f"{len(counted)} failing test(s) are new or the task's; {len(ignored)} pre-existing"
+    if not covered:
+        return "only pre-existing failures, but later checks did not run"
+    return f"only pre-existing failures ({len(ignored)}) unrelated to the task"
+
+
+# "make the tests pass", "fix the failing tests": a task about every failing test.
+_ABOUT_ALL_TESTS = re.compile(
+    r"\b(?:failing|broken|red)\s+tests?\b|\btests?\s+(?:to\s+)?(?:pass|green)\b|\bmake\s+(?:the\s+)?tests?\s+pass",
+    re.I,
+)
+
+
+def about_task(test_id: str, task_text: str) -> bool:
+    """The task is about this test: it names the test, its function, its file, the module
+    the file tests (`calc` for `test_calc.py`), or asks for the failing tests to pass."""
+    if _ABOUT_ALL_TESTS.search(task_text):
+        return True
+    return any(mentions(task_text, name) for name in _test_names(test_id))
+
+
+def _tested_module(stem: str) -> str:
+    """The module a test file is named after: calc for test_calc, calc_test, calc.test."""
+    for affix in ("test_", "tests_"):
+        if stem.startswith(affix):
+            return stem[len(affix) :]
+    for affix in ("_test", "_tests", ".test", ".spec"):
+        if stem.endswith(affix):
+            return stem[: -len(affix)]
+    return ""
+
+
+def _test_names(test_id: str) -> set[str]:
+    names = {test_id}
+    if "::" in test_id:  # pytest (path::Class::name[param]) and cargo (module::tests::name)
+        parts = test_id.split("::")
+        path = parts[0]
+        names |= {path, path.rsplit("/", 1)[-1], re.sub(r"\[.*\]$", "", parts[-1])}
+        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        names.add(stem)  # test_calc for test_calc.py
+        names.add(_tested_module(stem))  # calc for test_calc.py
+    elif "/" in test_id and " " not in test_id:  # go: TestName/subtest
+        names.add(test_id.split("/", 1)[0])
+    return {name for name in names if name}

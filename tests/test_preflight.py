@@ -1,0 +1,339 @@
+"""preflight, relevant_failures and flaky reruns: real pytest runs in tmp dirs.
+
+Each real pytest subprocess costs a fraction of a second, so the judging rules that
+need no process (conservative cases, name matching, error wording) run on verdicts
+built from recorded output instead.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from orchestrator.envcheck import environment_error
+from orchestrator.flaky import flaky_tests, is_flaky, rerun_failing
+from orchestrator.preflight import Baseline, about_task, preflight, relevant_failures
+from orchestrator.verify import CommandResult, Kind, Verdict, verify
+from reflection.digest import make_digest
+from reflection.schema import FailureType
+
+PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider -p no:asyncio"
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, body in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(body))
+    return root
+
+
+async def _baseline(root: Path, *, task_text: str = "", tests: list[str] | None = None) -> Baseline:
+    return await preflight(
+        root,
+        typecheck_commands=[],
+        test_commands=[PYTEST] if tests is None else tests,
+        timeout_s=60,
+        task_text=task_text,
+    )
+
+
+async def _verify(root: Path) -> Verdict:
+    return await verify(root, typecheck_commands=[], test_commands=[PYTEST], timeout_s=60)
+
+
+# --- environment errors --------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_missing_program_is_an_environment_error_that_names_it(tmp_path: Path) -> None:
+    baseline = await _baseline(tmp_path, tests=["no-such-tool --run"])
+    assert not baseline.verdict.passed
+    assert baseline.environment_error is not None
+    assert "`no-such-tool`" in baseline.environment_error
+    assert "not found" in baseline.environment_error
+    assert baseline.failing_tests == frozenset() and not baseline.complete
+
+
+@pytest.mark.anyio
+async def test_a_missing_third_party_module_is_an_environment_error(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "test_uses_pkg.py": """
+                import definitely_not_installed_pkg
+
+                def test_pkg():
+                    assert definitely_not_installed_pkg
+            """,
+            "test_fine.py": "def test_fine():\n    assert True\n",
+        },
+    )
+    baseline = await _baseline(tmp_path)
+    assert baseline.environment_error is not None
+    assert "definitely_not_installed_pkg" in baseline.environment_error
+    assert "not installed" in baseline.environment_error
+    # A collection error stops pytest before any test runs: the list is not the truth.
+    assert not baseline.complete
+
+
+@pytest.mark.anyio
+async def test_imports_of_what_the_task_will_create_are_not_environment_errors(
+    tmp_path: Path,
+) -> None:
+    _write(
+        tmp_path,
+        {
+            "calc.py": "def sub(a, b):\n    return a - b\n",
+            "test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+            "test_shapes.py": "import shapes\n\ndef test_area():\n    assert shapes.area(2) == 4\n",
+        },
+    )
+    task = "Add calc.add, and a new module shapes with area(side)."
+    baseline = await _baseline(tmp_path, task_text=task)
+    assert not baseline.verdict.passed
+    assert baseline.environment_error is None
+    # Without the task naming it, `shapes` is neither in the repository nor the task's.
+    step = baseline.verdict.steps[0]
+    blamed = environment_error(step, root=tmp_path, task_text="Add calc.add.")
+    assert blamed is not None and "`shapes`" in blamed
+
+
+def _step(output: str, exit_code: int | None, command: str) -> CommandResult:
+    return CommandResult(command=command, kind="test", exit_code=exit_code, output=output)
+
+
+@pytest.mark.parametrize(
+    ("output", "exit_code", "command", "expected"),
+    [
+        ("/usr/bin/python3: No module named pytest\n", 1, "python -m pytest", "`pytest`"),
+        ("/bin/sh: line 1: mypy: command not found\n", 127, "mypy src", "`mypy`"),
+        (
+            "ERROR: usage: pytest [options] [file_or_dir]\n"
+            "pytest: error: unrecognized arguments: --bogus\n",
+            4,
+            "pytest --bogus",
+            "unrecognized arguments: --bogus",
+        ),
+        ("usage: lint [-h] path\nlint: error: unrecognized option -Z\n", 2, "lint -Z", "-Z"),
+        (
+            "ERROR: file or directory not found: tests/typo.py\n",
+            4,
+            "pytest tests/typo.py",
+            "typo.py",
+        ),
+    ],
+)
+def test_environment_errors_are_one_sentence_naming_the_cause(
+    tmp_path: Path, output: str, exit_code: int, command: str, expected: str
+) -> None:
+    message = environment_error(_step(output, exit_code, command), root=tmp_path)
+    assert message is not None
+    assert message.startswith(f"The test command `{command}` cannot run: ")
+    assert expected in message and message.endswith(".") and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("output", "exit_code", "command", "task"),
+    [
+        ("E       assert 1 == 2\n1 failed in 0.01s\n", 1, "pytest -q", ""),
+        ("sh: 1: ./scripts/check.sh: not found\n", 127, "./scripts/check.sh",
+         "Write scripts/check.sh"),
+        ("ERROR: file or directory not found: tests/test_new.py\n", 4, "pytest tests/test_new.py",
+         "Add tests/test_new.py covering parse()"),
+        ("Traceback (most recent call last):\nUsage: see docs\n", 1, "python run.py", ""),
+    ],
+)  # fmt: skip
+def test_failures_the_code_or_the_task_can_fix_are_not_environment_errors(
+    tmp_path: Path, output: str, exit_code: int, command: str, task: str
+) -> None:
+    step = _step(output, exit_code, command)
+    assert environment_error(step, root=tmp_path, task_text=task) is None
+
+
+@pytest.mark.anyio
+async def test_preflight_runs_every_command_even_after_a_typecheck_failure(tmp_path: Path) -> None:
+    baseline = await preflight(
+        tmp_path,
+        typecheck_commands=["echo 'app.py:1: error: Name \"x\" is not defined'; exit 1"],
+        test_commands=["echo first-suite", "echo second-suite"],
+        timeout_s=30,
+    )
+    assert baseline.typecheck_failing and baseline.environment_error is None
+    assert [s.kind for s in baseline.verdict.steps] == ["typecheck", "test", "test"]
+    assert baseline.verdict.failure_type == FailureType.TYPECHECK_FAILURE
+    assert "second-suite" in baseline.verdict.steps[-1].output
+
+
+# --- pre-existing failures -----------------------------------------------------------------------
+
+CALC = "def add(a, b):\n    return a + b\n"
+BROKEN_CALC = "def add(a, b):\n    return a - b\n"
+SUITE = """
+    from calc import add
+
+    def test_known_bug():
+        assert add(0.1, 0.2) == 0.3
+
+    def test_add():
+        assert add(2, 3) == 5
+"""
+
+
+@pytest.mark.anyio
+async def test_only_new_failures_count_and_preexisting_ones_alone_are_decisive(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path, {"calc.py": CALC, "test_calc.py": SUITE})
+    baseline = await _baseline(tmp_path)
+    assert baseline.environment_error is None
+    assert baseline.failing_tests == {"test_calc.py::test_known_bug"} and baseline.complete
+
+    (tmp_path / "calc.py").write_text(BROKEN_CALC)  # an attempt that breaks test_add
+    broken = await _verify(tmp_path)
+    judged = relevant_failures(broken, baseline, "Document the project in README")
+    assert judged.counted == ["test_calc.py::test_add"]
+    assert judged.ignored == ["test_calc.py::test_known_bug"]
+    assert not judged.decisive
+
+    (tmp_path / "calc.py").write_text(CALC + "\n# documented\n")  # leaves only the old bug
+    unchanged = await _verify(tmp_path)
+    assert not unchanged.passed
+    judged = relevant_failures(unchanged, baseline, "Document the project in README")
+    assert judged.counted == [] and judged.ignored == ["test_calc.py::test_known_bug"]
+    assert judged.decisive
+
+    # When the task is about the failing test, it counts against the attempt.
+    task = "Fix test_known_bug: floats are compared exactly"
+    judged = relevant_failures(unchanged, baseline, task)
+    assert judged.counted == ["test_calc.py::test_known_bug"] and not judged.decisive
+
+
+PRE = "test_calc.py::test_known_bug"
+
+
+def _failed(
+    output: str, *, exit_code: int | None = 1, kind: Kind = "test", timed_out: bool = False
+) -> Verdict:
+    step = CommandResult(
+        command="pytest", kind=kind, exit_code=exit_code, output=output, timed_out=timed_out
+    )
+    failure = FailureType.TYPECHECK_FAILURE if kind == "typecheck" else FailureType.TEST_FAILURE
+    if step.timed_out:
+        failure = FailureType.TIMEOUT
+    digest = make_digest(output, command="pytest")
+    return Verdict(passed=False, failure_type=failure, digest=digest, steps=[step])
+
+
+def _known_bug_baseline(commands: int = 1) -> Baseline:
+    steps = [CommandResult(command="pytest", kind="test", exit_code=1, output="")] * commands
+    return Baseline(verdict=Verdict(passed=False, steps=steps), failing_tests=frozenset({PRE}))
+
+
+SHORT = f"=== short test summary info ===\nFAILED {PRE} - assert 0.3 == 0.3\n"
+
+
+@pytest.mark.parametrize(
+    ("verdict", "why"),
+    [
+        (_failed(SHORT + "3 failed, 1 passed in 0.1s\n"), "counts exceed the listed ids"),
+        (_failed(SHORT + "1 failed in 0.1s\n", exit_code=2), "pytest was interrupted"),
+        (_failed(SHORT, exit_code=None, timed_out=True), "a timeout"),
+        (_failed(SHORT + "1 failed in 0.1s\n", kind="typecheck"), "a typecheck failure"),
+        (_failed("Segmentation fault (core dumped)\n", exit_code=139), "a crash"),
+    ],
+)
+def test_nothing_is_ignored_when_the_failing_tests_are_not_fully_known(
+    verdict: Verdict, why: str
+) -> None:
+    judged = relevant_failures(verdict, _known_bug_baseline(), "Document calc.add")
+    assert judged.ignored == [], why
+    assert not judged.decisive, why
+
+
+def test_a_preexisting_failure_is_not_decisive_when_later_checks_did_not_run() -> None:
+    verdict = _failed(SHORT + "1 failed in 0.1s\n")
+    assert relevant_failures(verdict, _known_bug_baseline(), "x").decisive
+    judged = relevant_failures(verdict, _known_bug_baseline(commands=2), "x")
+    assert judged.ignored == [PRE] and not judged.decisive
+
+
+@pytest.mark.parametrize(
+    ("task", "about"),
+    [
+        ("Fix tests/test_calc.py::TestAdd::test_floats[0.1]", True),
+        ("Make test_floats pass", True),
+        ("Clean up test_calc.py", True),
+        ("Clean up tests/test_calc.py", True),
+        ("Add test_floats_more", False),
+        # The module a test file is named after counts: a task on calc is about test_calc.
+        ("Add a subtract function to calc", True),
+        ("Make the failing tests pass", True),
+        ("Update the README", False),
+    ],
+)
+def test_a_task_is_about_a_test_it_names_by_id_function_or_file(task: str, about: bool) -> None:
+    assert about_task("tests/test_calc.py::TestAdd::test_floats[0.1]", task) is about
+
+
+# --- flaky tests ---------------------------------------------------------------------------------
+
+FLAKY = """
+    from pathlib import Path
+
+    def test_flaky():
+        marker = Path("ran-once")
+        first = not marker.exists()
+        marker.touch()
+        assert not first, "fails on the first run only"
+"""
+BROKEN = "def test_broken():\n    assert 1 == 2\n"
+
+
+@pytest.mark.anyio
+async def test_a_test_that_passes_on_rerun_is_flaky(tmp_path: Path) -> None:
+    _write(tmp_path, {"test_flaky.py": FLAKY})
+    first = await _verify(tmp_path)
+    assert not first.passed
+    rerun = await rerun_failing(tmp_path, first, timeout_s=60, digest_tokens=1500)
+    assert rerun.passed and rerun.tests_passed == 1
+    assert is_flaky(first, rerun)
+    assert flaky_tests(first, rerun) == ["test_flaky.py::test_flaky"]
+
+
+@pytest.mark.anyio
+async def test_a_consistently_failing_test_is_not_flaky(tmp_path: Path) -> None:
+    _write(tmp_path, {"test_flaky.py": FLAKY, "test_broken.py": BROKEN})
+    first = await _verify(tmp_path)
+    rerun = await rerun_failing(tmp_path, first, timeout_s=60, digest_tokens=1500)
+    assert not rerun.passed
+    assert rerun.digest is not None
+    assert rerun.digest.failing_tests == ["test_broken.py::test_broken"]
+    assert not is_flaky(first, rerun)
+    # The flaky one is still reported, for the run log.
+    assert flaky_tests(first, rerun) == ["test_flaky.py::test_flaky"]
+
+
+@pytest.mark.anyio
+async def test_rerun_keeps_earlier_passed_steps_and_reruns_only_the_failing_one(
+    tmp_path: Path,
+) -> None:
+    counter = tmp_path / "runs"
+    first = await verify(
+        tmp_path,
+        typecheck_commands=["echo checked"],
+        test_commands=[f"echo x >> {counter}; exit 1"],
+        timeout_s=30,
+    )
+    rerun = await rerun_failing(tmp_path, first, timeout_s=30, digest_tokens=500)
+    assert [s.kind for s in rerun.steps] == ["typecheck", "test"]
+    assert counter.read_text() == "x\nx\n"
+    assert not is_flaky(first, rerun)  # failed again without naming tests: no evidence
+    already = rerun.model_copy(update={"passed": True})
+    passed = await rerun_failing(tmp_path, already, timeout_s=30)
+    assert counter.read_text() == "x\nx\n"  # nothing to rerun
+    assert passed.passed
