@@ -58,7 +58,9 @@ def overnight_parser() -> argparse.ArgumentParser:
         prog="overnight",
         description="Run the golden loop over the backlogs of one or more repositories "
         "until a budget or the backlogs run out. Safe to stop at any moment.",
-        epilog=EXIT_CODES,
+        epilog="exit codes: 0 every task run was closed (or the backlogs were empty), "
+        "1 a task was escalated, blocked or stopped, 2 usage or config error, "
+        "4 a repository was refused (dirty or locked), 130 interrupted",
     )
     parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="repositories")
     parser.add_argument("--max-tasks", type=int, metavar="N", help="stop after N finished tasks")
@@ -66,6 +68,11 @@ def overnight_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-cost", type=float, metavar="USD", help="stop before spending more")
     parser.add_argument("--parallel", type=int, metavar="K", help="tasks at once, each in its own worktree")
     _add_shared(parser)
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="run even with uncommitted changes (they are left alone and never committed)",
+    )
     return parser
 
 

@@ -95,7 +95,7 @@ def do_one_task(args: argparse.Namespace) -> int:
 
 
 async def _do_one_task(args: argparse.Namespace, listener: Callable[[dict], None]) -> int:
-    runlog = RunLog(args.dir.resolve())
+    runlog = RunLog(args.dir.resolve(), persist=False)  # until the session accepts the folder
     runlog.subscribe(listener)
     session = ProjectSession(args.dir.resolve(), overrides_from(args), runlog)
     with session:

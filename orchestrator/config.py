@@ -156,7 +156,7 @@ def load_config(project_dir: Path, env: Mapping[str, str] = os.environ) -> Loade
     unknown: list[str] = []
     known = _drop_unknown_keys(raw or {}, ProjectConfig, "", unknown)
     for line in unknown:
-        log.warning("%s", line)
+        log.info("%s", line)  # returned as warnings: the caller shows them
     config, overrides = _apply_env(_validate(known), env)
     for line in overrides:
         log.info("override: %s", line)

@@ -85,6 +85,7 @@ class _Attempts:
     patches: dict[int, str] = field(default_factory=dict)  # attempt -> binary patch
     previous_signature: str | None = None
     last_decision: Decision | None = None
+    user_files: dict[str, bytes] = field(default_factory=dict)  # dirty before: their content
 
 
 @dataclass
@@ -216,6 +217,7 @@ class GoldenLoop:
             stop_on_oscillation=retry.stop_on_oscillation,
             rollback_regressions=retry.rollback_regressions,
         ))
+        run.user_files = _read_files(p.repo.root, before)
         judge = Judge(p.repo.root, p.config, baseline=baseline, task_text=_task_text(task),
                       about_tests=subtask.about_tests)
         for shown in range(1, self.max_attempts + 1):  # "attempt k/N" of this run
@@ -248,6 +250,13 @@ class GoldenLoop:
             return await self._put_back(plan, subtask, run, "model_unavailable", f"the model failed: {exc}")
         run.changed = await self._git(p.repo.changed_files, run.base, run.before)
         diff = await self._git(p.repo.diff, run.base, run.before, DIFF_BYTES)
+        touched = _put_back_user_files(p.repo.root, run.user_files)
+        if touched:  # their edits cannot be told from the user's: never ours to keep
+            reason = (f"the attempt changed {', '.join(touched)}, which hold(s) uncommitted work of yours; "
+                      "goldenloop never mixes its edits into your work: commit or stash it and run again")
+            p.runlog.event("user_files_touched", taskId=task.id, subtaskId=subtask.id, paths=touched)
+            self._record(plan, subtask, number, "user_files", reason, run.changed, started)
+            return await self._escalate(task, plan, subtask, run, Convergence.ENVIRONMENT)
         if not executed.ok:  # nothing to verify or reflect on: say why and retry
             what = "the edits could not be applied" if p.executor.name == "builtin" else "the agent run failed"
             reason = f"{what}: {executed.error}"
@@ -268,7 +277,7 @@ class GoldenLoop:
             self._record(plan, subtask, number, judged.outcome, judged.summary, run.changed, started, verdict)
             return _SubtaskResult("passed", judged.summary, commit=sha, convergence=Convergence.PASSED)
         reflection_id = None
-        if judged.reflect:
+        if judged.reflect and shown < self.max_attempts:  # a reflection serves the next retry
             reflection_id = await self._reflect(task, subtask, number, verdict, run, diff)
         self._record(plan, subtask, number, judged.outcome, judged.summary, run.changed, started,
                      verdict, reflection_id)
@@ -497,6 +506,34 @@ class GoldenLoop:
         p.runlog.event("task_blocked", taskId=task.id, reason=result.reason, convergence=result.convergence)
         return TaskOutcome(task.id, "blocked", result.reason, escalation=result.escalation,
                            convergence=result.convergence)
+
+
+USER_FILE_LIMIT = 5_000_000  # bytes of one dirty file kept to guard it; larger ones unguarded
+
+
+def _read_files(root: Path, paths: set[str]) -> dict[str, bytes]:
+    kept = {}
+    for rel in paths:
+        path = root / rel
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= USER_FILE_LIMIT:
+            kept[rel] = path.read_bytes()
+    return kept
+
+
+def _put_back_user_files(root: Path, saved: dict[str, bytes]) -> list[str]:
+    """Restore any of the user's dirty files an attempt changed; returns their names."""
+    touched = []
+    for rel, data in saved.items():
+        path = root / rel
+        try:
+            same = path.read_bytes() == data
+        except OSError:
+            same = False
+        if not same:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            touched.append(rel)
+    return sorted(touched)
 
 
 def _task_text(task: Task) -> str:

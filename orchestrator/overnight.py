@@ -259,7 +259,7 @@ async def run_overnight_async(options: OvernightOptions) -> list[RepoReport]:
 
 
 async def _run_repository(directory: Path, run_id: str, options: OvernightOptions) -> None:
-    runlog = RunLog(directory, run_id)
+    runlog = RunLog(directory, run_id, persist=False)  # a refused folder gets no files
     for listener in options.listeners:
         runlog.subscribe(listener)
     session = ProjectSession(directory, options.overrides, runlog, run_meter=options.budget.meter)

@@ -33,8 +33,9 @@ def new_run_id() -> str:
 
 
 class RunLog:
-    def __init__(self, project_dir: Path, run_id: str | None = None) -> None:
+    def __init__(self, project_dir: Path, run_id: str | None = None, *, persist: bool = True) -> None:
         self.run_id = run_id or new_run_id()
+        self.persist = persist  # False until the folder is known to be a usable project
         self.dir = project_dir / ".openagents" / "runs"
         self.path = self.dir / f"{self.run_id}.jsonl"
         self.listeners: list[Listener] = []
@@ -53,12 +54,13 @@ class RunLog:
         record.update(redact_data({k: v for k, v in fields.items() if v is not None}))
         line = orjson.dumps(record, default=_jsonable) + b"\n"
         with self._lock:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+            if self.persist:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, line)
+                finally:
+                    os.close(fd)
             for listener in self.listeners:
                 try:
                     listener(record)

@@ -75,10 +75,11 @@ class ProjectSession:
         if self.runlog is None:
             self.runlog = RunLog(self.project_dir)
         self._refuse_dirty_tree()
-        self._check_api_keys()
         self.board = _call(lambda: TaskBoard.for_project(self.project_dir), EXIT_USAGE)
+        self._check_api_keys()
         ensure_runtime_ignored(self.project_dir)
         self._take_lock()
+        self.runlog.persist = True  # a usable project, and ours: its run log may be written
         self.notices.extend(self.board.warnings)
         self.recover()
         return self
@@ -100,7 +101,13 @@ class ProjectSession:
         update: dict = {"reflexion": reflexion}
         if o.model:
             update["default_model"] = o.model
-        return config.model_copy(update=update)
+        config = config.model_copy(update=update)
+        if not (config.test_commands or config.typecheck_commands):
+            raise UserError(
+                "project.json sets no testCommands or typecheckCommands, so no attempt could be "
+                "checked before it is committed; add at least one command"
+            )
+        return config
 
     def _refuse_dirty_tree(self) -> None:
         dirty = self.repo.dirty_paths()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import Field, ValidationError, field_serializer
+from pydantic import Field, ValidationError, field_serializer, model_validator
 
 from orchestrator.fileio import atomic_write, file_lock
 from reflection.schema import CamelModel
@@ -40,10 +40,15 @@ class TaskFileError(Exception):
 
 
 class Dep(CamelModel, extra="allow"):
-    """A dependency of one task on another."""
+    """A dependency of one task on another; a bare id string means a `blocks` dependency."""
 
     id: str
     type: DepType = "blocks"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_id(cls, value: Any) -> Any:
+        return {"id": value} if isinstance(value, str) else value
 
 
 class Task(CamelModel, extra="allow"):
@@ -218,7 +223,7 @@ class TaskBoard:
         for warning in snapshot.warnings:
             if warning not in self._logged:  # say each problem once per board
                 self._logged.add(warning)
-                log.warning("%s", warning)
+                log.info("%s", warning)  # the caller shows board.warnings
         self._snapshot = snapshot
         return snapshot
 

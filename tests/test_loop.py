@@ -114,7 +114,7 @@ def test_four_failures_escalate_and_restore_the_tree(git_repo, capsys):
     assert "Attempt 4" in packet and "add used abs()" in packet
     patch = (repo / ".openagents" / "escalations" / "T-1.patch").read_text()
     assert "abs(a) + abs(b)" in patch  # the best attempt: it passed 2 of 3 tests
-    assert len(reflections(repo)) == 4
+    assert len(reflections(repo)) == 3  # none after the last attempt: no retry would read it
     subtasks = json.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_text())
     assert subtasks["subtasks"][0]["status"] == "failed"
     assert subtasks["subtasks"][0]["failureCount"] == 4
@@ -325,3 +325,39 @@ def test_help_does_not_import_litellm():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "--no-reflexion" in done.stdout
+
+
+def test_a_project_without_checks_is_refused(git_repo, capsys):
+    repo = make_project(git_repo, [{"reply": FIX_ADD}], config={"testCommands": []})
+
+    assert run(repo) == 2
+
+    assert "no testCommands or typecheckCommands" in capsys.readouterr().err
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+
+
+def test_an_attempt_that_edits_the_users_uncommitted_file_is_undone_and_stops(git_repo, capsys):
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])
+    wip = CALC + "\n# my work in progress\n"
+    (repo / "calc.py").write_text(wip)
+
+    assert run(repo, "--allow-dirty") == 1
+
+    assert (repo / "calc.py").read_text() == wip  # the user's version, not a mix
+    assert git(repo, "log", "--format=%s", "-n", "1").strip() != "T-1: Fix add"
+    blocked = tasks_on_disk(repo)["T-1"]
+    assert blocked["status"] == "blocked" and "uncommitted work of yours" in blocked["closeReason"]
+    assert "ESCALATED (environment)" in capsys.readouterr().out
+
+
+def test_a_dependency_given_as_a_bare_id_is_understood(git_repo):
+    repo = make_project(
+        git_repo,
+        [{"match": "Task T-2", "reply": FIX_ADD}],
+        tasks=[task("T-1", status="blocked"), task("T-2", deps=["T-1"]), task("T-3", deps=[])],
+    )
+    board_text = (repo / ".openagents" / "tasks.jsonl").read_text()
+
+    assert run(repo, "--task", "T-2") == 3  # known, and not ready: T-1 is not closed
+
+    assert (repo / ".openagents" / "tasks.jsonl").read_text() == board_text
