@@ -40,6 +40,7 @@ from orchestrator.runlog import RunLog
 from orchestrator.tasks import Task, TaskBoard
 from orchestrator.verify import Verdict, verify
 from reflection.llm import ChatModel, ModelError
+from reflection.redact import redact
 from reflection.schema import FailureContext
 from reflection.service import ReflectionService
 
@@ -171,7 +172,7 @@ class GoldenLoop:
         if baseline.environment_error is None:
             return baseline
         reason = f"environment: {baseline.environment_error} No model was called."
-        p.board.block(task.id, reason)
+        p.board.block(task.id, redact(reason))
         p.runlog.event("task_blocked", taskId=task.id, reason=reason, convergence=Convergence.ENVIRONMENT)
         return TaskOutcome(task.id, "blocked", reason, convergence=Convergence.ENVIRONMENT)
 
@@ -502,7 +503,7 @@ class GoldenLoop:
             p.board.reopen(task.id)
             p.runlog.event("task_reopened", taskId=task.id, reason=result.reason)
             return TaskOutcome(task.id, result.status, result.reason, convergence=result.convergence)
-        p.board.block(task.id, result.reason)
+        p.board.block(task.id, redact(result.reason))  # tasks.jsonl is shared: no secrets
         p.runlog.event("task_blocked", taskId=task.id, reason=result.reason, convergence=result.convergence)
         return TaskOutcome(task.id, "blocked", result.reason, escalation=result.escalation,
                            convergence=result.convergence)

@@ -9,6 +9,7 @@ from pathlib import Path
 from orchestrator.fileio import atomic_write
 from orchestrator.loop import TaskOutcome
 from orchestrator.metering import Meter
+from reflection.redact import redact
 
 
 def write_progress(
@@ -42,5 +43,5 @@ def write_progress(
     if blocked:
         lines += ["", "## Needs a human", ""]
         lines += [f"- {o.task_id}: {o.reason}" for o in blocked]
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    atomic_write(path, redact("\n".join(lines) + "\n").encode())
     return path
