@@ -16,7 +16,7 @@ from typing import Literal
 from orchestrator.config import ProjectConfig
 from orchestrator.envcheck import environment_error
 from orchestrator.flaky import is_flaky, rerun_failing
-from orchestrator.integrity import DEFAULT_TEST_GLOBS, check_integrity
+from orchestrator.integrity import DEFAULT_TEST_GLOBS, check_integrity, is_test_path
 from orchestrator.preflight import Baseline, relevant_failures
 from orchestrator.verify import Verdict, verify
 from reflection.schema import FailureType
@@ -73,6 +73,13 @@ class Judge:
         if verdict.failure_type == FailureType.TIMEOUT and self.retry.route_by_failure:
             return Judgement("timeout", verdict.summary(), failure=self._timeout_text(verdict, failure))
         return Judgement("failed", verdict.summary(), failure=failure, reflect=True)
+
+    def touches_tests(self, changed: list[str]) -> bool:
+        """Whether the integrity check will want the attempt's diff."""
+        if not self.retry.test_integrity or self.about_tests:
+            return False
+        globs = self.retry.test_globs or DEFAULT_TEST_GLOBS
+        return any(is_test_path(path, globs) for path in changed)
 
     def _integrity(self, changed: list[str], diff: str) -> str | None:
         if not self.retry.test_integrity:

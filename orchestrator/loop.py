@@ -250,7 +250,11 @@ class GoldenLoop:
         except ModelError as exc:
             return await self._put_back(plan, subtask, run, "model_unavailable", f"the model failed: {exc}")
         run.changed = await self._git(p.repo.changed_files, run.base, run.before)
-        diff = await self._git(p.repo.diff, run.base, run.before, DIFF_BYTES)
+        # The diff costs several git calls: made when a retry, a reflection or the test
+        # integrity check (an attempt that touched test files) needs it.
+        diff = ""
+        if not executed.ok or judge.touches_tests(run.changed):
+            diff = await self._git(p.repo.diff, run.base, run.before, DIFF_BYTES)
         touched = _put_back_user_files(p.repo.root, run.user_files)
         if touched:  # their edits cannot be told from the user's: never ours to keep
             reason = (f"the attempt changed {', '.join(touched)}, which hold(s) uncommitted work of yours; "
@@ -277,6 +281,7 @@ class GoldenLoop:
             subtask.status, subtask.commit, subtask.convergence = "done", sha, Convergence.PASSED
             self._record(plan, subtask, number, judged.outcome, judged.summary, run.changed, started, verdict)
             return _SubtaskResult("passed", judged.summary, commit=sha, convergence=Convergence.PASSED)
+        diff = diff or await self._git(p.repo.diff, run.base, run.before, DIFF_BYTES)
         reflection_id = None
         if judged.reflect and shown < self.max_attempts:  # a reflection serves the next retry
             reflection_id = await self._reflect(task, subtask, number, verdict, run, diff)
