@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchkit import backlog_repo
+
 SHELL_STEPS = r"""
 set -e
 cd "$1"; n="$2"
@@ -34,32 +36,8 @@ git add .openagents && git commit -q -m "T-$n: bookkeeping"
 """
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
 def make_repo(root: Path, tasks: int) -> Path:
-    repo = root / "repo"
-    meta = repo / ".openagents"
-    meta.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "bench@example.invalid")
-    git(repo, "config", "user.name", "bench")
-    (repo / "README.md").write_text("bench\n")
-    lines, replies = [], []
-    for n in range(tasks):
-        lines.append(json.dumps({"id": f"T-{n}", "status": "open", "title": f"add mod_{n}",
-                                 "priority": 2, "createdAt": f"2026-01-01T00:00:{n:02d}Z"},
-                                separators=(",", ":")))
-        replies.append({"match": f"Task T-{n}:", "reply": f"mod_{n}.py\n<<<<<<< FILE\nVALUE_{n} = {n}\n>>>>>>> FILE\n"})
-    (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
-    (meta / "script.json").write_text(json.dumps({"replies": replies}))
-    (meta / "project.json").write_text(json.dumps({
-        "testCommands": ["true"], "defaultModel": "scripted/.openagents/script.json",
-        "decomposeMinChars": 0}))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "init")
-    return repo
+    return backlog_repo(root / "repo", tasks, "true")
 
 
 def time_orchestrator(tasks: int) -> list[float]:

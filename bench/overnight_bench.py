@@ -29,37 +29,17 @@ from pathlib import Path
 
 import anyio
 
+from benchkit import backlog_repo
 from orchestrator.overnight import Budget, OvernightOptions, RepoReport, run_overnight_async
 from orchestrator.session import Overrides
 from orchestrator.worktree import Worktrees
 from reflection.llm import register_scripted_provider, reset_scripted_state
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
 def make_repo(repo: Path, tasks: int, sleep_s: float) -> Path:
-    meta = repo / ".openagents"
-    meta.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "bench@example.invalid")
-    git(repo, "config", "user.name", "bench")
-    (repo / "README.md").write_text("bench\n")
-    lines, replies = [], []
-    for n in range(tasks):
-        task = {"id": f"T-{n:02d}", "status": "open", "title": f"add mod_{n}", "priority": 2,
-                "createdAt": "2026-01-01T00:00:00Z"}
-        lines.append(json.dumps(task))
-        replies.append({"match": f"Task T-{n:02d}:", "reply": f"mod_{n}.py\n<<<<<<< FILE\nVALUE = {n}\n>>>>>>> FILE\n"})
-    (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
-    (meta / "script.json").write_text(json.dumps({"replies": replies}))
-    config = {"testCommands": [f"sleep {sleep_s}"], "defaultModel": "scripted/.openagents/script.json",
-              "decomposeMinChars": 0}
-    (meta / "project.json").write_text(json.dumps(config))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "init")
-    return repo
+    # No preflight: it would run the sleeping test command a second time per task, and
+    # this measures the orchestrator's own overhead and the workers' overlap.
+    return backlog_repo(repo, tasks, f"sleep {sleep_s}", id_format="T-{n:02d}", preflight=False)
 
 
 async def _run(repo: Path, workers: int) -> list[RepoReport]:

@@ -29,11 +29,6 @@ def do_one_task_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="the repository (default: here)")
     parser.add_argument("--task", metavar="ID", help="run this task instead of the next ready one")
     _add_shared(parser)
-    parser.add_argument(
-        "--allow-dirty",
-        action="store_true",
-        help="run even with uncommitted changes (they are left alone and never committed)",
-    )
     return parser
 
 
@@ -44,6 +39,11 @@ def _add_shared(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-retries", type=int, metavar="N", help="retries per subtask (default 3)")
     parser.add_argument("--json", action="store_true", help="print the run's events as JSON lines")
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="run even with uncommitted changes (they are left alone and never committed)",
+    )
 
 
 def do_one_task_main(argv: list[str] | None = None) -> int:
@@ -68,11 +68,6 @@ def overnight_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-cost", type=float, metavar="USD", help="stop before spending more")
     parser.add_argument("--parallel", type=int, metavar="K", help="tasks at once, each in its own worktree")
     _add_shared(parser)
-    parser.add_argument(
-        "--allow-dirty",
-        action="store_true",
-        help="run even with uncommitted changes (they are left alone and never committed)",
-    )
     return parser
 
 

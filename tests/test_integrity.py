@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from projects import git
 from orchestrator.integrity import (
     DEFAULT_TEST_GLOBS,
     IntegrityResult,

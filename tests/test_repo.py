@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from projects import git
 from orchestrator.repo import FALLBACK_EMAIL, FALLBACK_NAME, Repo, RepoError
 
 

@@ -1,0 +1,40 @@
+"""Shared by the benchmarks: a repository with a backlog of one-file tasks that the
+scripted model answers at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def backlog_repo(
+    repo: Path, tasks: int, test_command: str, id_format: str = "T-{n}", preflight: bool = True
+) -> Path:
+    """`tasks` tasks; task n asks for mod_n.py and the scripted reply writes it."""
+    meta = repo / ".openagents"
+    meta.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "bench@example.invalid")
+    git(repo, "config", "user.name", "bench")
+    (repo / "README.md").write_text("bench\n")
+    lines, replies = [], []
+    for n in range(tasks):
+        task_id = id_format.format(n=n)
+        task = {"id": task_id, "status": "open", "title": f"add mod_{n}", "priority": 2,
+                "createdAt": f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z"}
+        lines.append(json.dumps(task, separators=(",", ":")))
+        reply = f"mod_{n}.py\n<<<<<<< FILE\nVALUE_{n} = {n}\n>>>>>>> FILE\n"
+        replies.append({"match": f"Task {task_id}:", "reply": reply})
+    (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    (meta / "script.json").write_text(json.dumps({"replies": replies}))
+    config = {"testCommands": [test_command], "defaultModel": "scripted/.openagents/script.json",
+              "decomposeMinChars": 0, "retry": {"preflight": preflight}}
+    (meta / "project.json").write_text(json.dumps(config))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
