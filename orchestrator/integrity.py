@@ -251,6 +251,11 @@ def _marker_lines(file: _FileDiff) -> Iterator[tuple[int, str]]:
         yield line_no, text
 
 
+def has_marker(text: str) -> bool:
+    """Whether `text` (a whole file) holds anything like a marker; only a diff says who added it."""
+    return _MARKER.search(text) is not None
+
+
 def find_skip_markers(diff: str) -> list[str]:
     """Added lines that skip, xfail, ignore or focus tests, as "path:line: <line>".
 

@@ -16,7 +16,7 @@ from typing import Literal
 from orchestrator.config import ProjectConfig
 from orchestrator.envcheck import environment_error
 from orchestrator.flaky import is_flaky, rerun_failing
-from orchestrator.integrity import DEFAULT_TEST_GLOBS, check_integrity, is_test_path
+from orchestrator.integrity import DEFAULT_TEST_GLOBS, check_integrity, has_marker, is_test_path
 from orchestrator.preflight import Baseline, relevant_failures
 from orchestrator.verify import Verdict, verify
 from reflection.schema import FailureType
@@ -75,11 +75,12 @@ class Judge:
         return Judgement("failed", verdict.summary(), failure=failure, reflect=True)
 
     def touches_tests(self, changed: list[str]) -> bool:
-        """Whether the integrity check will want the attempt's diff."""
+        """Whether the integrity check will want the attempt's diff: a test file changed, or
+        a changed file of any kind may hold a skip marker (markers are looked for everywhere)."""
         if not self.retry.test_integrity or self.about_tests:
             return False
         globs = self.retry.test_globs or DEFAULT_TEST_GLOBS
-        return any(is_test_path(path, globs) for path in changed)
+        return any(is_test_path(path, globs) or _may_hold_marker(self.cwd / path) for path in changed)
 
     def _integrity(self, changed: list[str], diff: str) -> str | None:
         if not self.retry.test_integrity:
@@ -141,3 +142,15 @@ class Judge:
             f"endless loop, a blocking call, a much slower algorithm); find and remove that.\n"
             f"{digest}"
         )
+
+
+MARKER_SCAN_BYTES = 2_000_000  # a larger changed file is not read: its diff is made instead
+
+
+def _may_hold_marker(path: Path) -> bool:
+    try:
+        if path.stat().st_size > MARKER_SCAN_BYTES:
+            return True
+        return has_marker(path.read_bytes().decode("utf-8", "replace"))
+    except OSError:  # deleted: a deletion adds no marker
+        return False

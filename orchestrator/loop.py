@@ -86,6 +86,7 @@ class _Attempts:
     patches: dict[int, str] = field(default_factory=dict)  # attempt -> binary patch
     previous_signature: str | None = None
     last_decision: Decision | None = None
+    start: int | None = None  # the attempt whose tree the next attempt starts from; None: base
     user_files: dict[str, bytes] = field(default_factory=dict)  # dirty before: their content
 
 
@@ -198,7 +199,7 @@ class GoldenLoop:
             "decomposed",
             taskId=task.id,
             source=plan.source,
-            subtasks=[{"id": s.id, "title": s.title} for s in plan.subtasks],
+            subtasks=[{"id": s.id, "title": s.title, "aboutTests": s.about_tests} for s in plan.subtasks],
         )
         return plan
 
@@ -324,16 +325,34 @@ class GoldenLoop:
             failure += (f"\n\nThis attempt was worse than attempt {best.number}, so the tree was put "
                         f"back to attempt {best.number}'s changes (shown above); improve on those.")
             diff = best.diff
+            run.start = decision.rollback_to
+        elif judged.outcome == "integrity":  # weakened tests must not stay for the next attempt
+            await self._undo(task, subtask, run, shown)
+            failure += (f"\n\nThat diff was undone: the tree is back to how it was before attempt "
+                        f"{shown}, tests included; make the tests pass by changing the code.")
+        else:
+            run.start = shown
         run.previous_signature = verdict.digest.signature if verdict.digest else None
         run.last = LastAttempt(shown, diff, failure)
         return None
 
     async def _roll_back(self, task: Task, subtask: Subtask, run: _Attempts, to: int) -> None:
+        await self._reset_tree(run, to)
+        self.p.runlog.event("rolled_back", taskId=task.id, subtaskId=subtask.id, toAttempt=to)
+
+    async def _undo(self, task: Task, subtask: Subtask, run: _Attempts, shown: int) -> None:
+        """Take a rejected attempt's changes out of the tree."""
+        await self._reset_tree(run, run.start)
+        self.p.runlog.event("attempt_undone", taskId=task.id, subtaskId=subtask.id, attempt=shown,
+                            toAttempt=run.start)
+
+    async def _reset_tree(self, run: _Attempts, to: int | None) -> None:
+        """The tree as attempt `to` left it; None: as the subtask found it."""
         p = self.p
         await self._git(p.repo.restore, run.base, run.before)
-        await self._git(p.repo.apply_snapshot, run.patches[to])
+        if to is not None:
+            await self._git(p.repo.apply_snapshot, run.patches[to])
         run.changed = await self._git(p.repo.changed_files, run.base, run.before)
-        p.runlog.event("rolled_back", taskId=task.id, subtaskId=subtask.id, toAttempt=to)
 
     def _log_verdict(self, task: Task, subtask: Subtask, shown: int, verdict: Verdict, changed: list[str]) -> None:
         self.p.runlog.event(
@@ -361,9 +380,9 @@ class GoldenLoop:
     ) -> _SubtaskResult:
         """Stop without blaming the task: undo the subtask, leave it pending."""
         await self._git(self.p.repo.restore, run.base, run.before)
-        subtask.status = "pending"
-        self._save(plan)
         convergence = Convergence.BUDGET if status == "budget" else None
+        subtask.status, subtask.convergence = "pending", convergence
+        self._save(plan)
         return _SubtaskResult(status, reason, convergence=convergence)  # type: ignore[arg-type]
 
     def _prompt(self, task: Task, plan: SubtaskPlan, subtask: Subtask, last: LastAttempt | None) -> str:
@@ -506,7 +525,7 @@ class GoldenLoop:
         p = self.p
         if result.status in ("model_unavailable", "budget"):
             p.board.reopen(task.id)
-            p.runlog.event("task_reopened", taskId=task.id, reason=result.reason)
+            p.runlog.event("task_reopened", taskId=task.id, reason=result.reason, convergence=result.convergence)
             return TaskOutcome(task.id, result.status, result.reason, convergence=result.convergence)
         p.board.block(task.id, redact(result.reason))  # tasks.jsonl is shared: no secrets
         p.runlog.event("task_blocked", taskId=task.id, reason=result.reason, convergence=result.convergence)

@@ -114,6 +114,11 @@ class HumanLines:
     def _rolled_back(self, e: Event) -> str:
         return f"    rolled back to attempt {e.get('toAttempt')}'s tree (the best so far)"
 
+    def _attempt_undone(self, e: Event) -> str:
+        to = e.get("toAttempt")
+        where = f"attempt {to}'s tree" if to else "the subtask's start"
+        return f"    undid attempt {e.get('attempt')}'s changes: back to {where}"
+
     def _restored(self, e: Event) -> str:
         paths = e.get("paths") or []
         return f"  restored the tree of {e.get('subtaskId')} ({len(paths)} path(s))"

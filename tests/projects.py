@@ -203,3 +203,44 @@ def reflection_lines(repo: Path) -> list[dict[str, Any]]:
     data = path.read_bytes()
     assert not data or data.endswith(b"\n"), "the last reflection line is not terminated"
     return [orjson.loads(line) for line in data.splitlines()]
+
+
+# -- retry intelligence: calc variants, run-log queries ---------------------------------
+
+CALC_FIXED = CALC.replace("return a - b", "return a + b")
+CALC_ABS = CALC.replace("return a - b", "return abs(a) + abs(b)")  # 2 of 3 tests pass
+CALC_ZERO = CALC.replace("return a - b", "return 0")  # 1 of 3 tests passes
+CALC_HANG = CALC.replace("return a - b", "while True:\n        pass")  # the tests never end
+
+
+def events_of(repo: Path, kind: str, task_id: str | None = None) -> list[dict[str, Any]]:
+    """The run-log events of one kind, oldest first (of one task when `task_id` is given)."""
+    return [
+        e
+        for e in run_events(repo)
+        if e["event"] == kind and (task_id is None or e.get("taskId") == task_id)
+    ]
+
+
+def model_calls(repo: Path, purpose: str | None = None) -> int:
+    """How many model calls the run logs record (of one purpose: execute, reflect, decompose)."""
+    return sum(purpose is None or e.get("purpose") == purpose for e in events_of(repo, "model_call"))
+
+
+def flaky_tests(marker: Path) -> str:
+    """A test file whose test fails once, on the first run that sees add() fixed.
+
+    The marker lives outside the repository, so the attempt's tree and commit stay clean;
+    the first failing run creates it and every later run passes.
+    """
+    return f'''from pathlib import Path
+
+from calc import add
+
+
+def test_add_is_stable():
+    marker = Path({str(marker)!r})
+    if add(2, 3) == 5 and not marker.exists():
+        marker.write_text("failed once")
+        raise AssertionError("a shared resource was busy")
+'''

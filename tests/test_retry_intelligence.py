@@ -1,0 +1,511 @@
+"""Retry intelligence end to end: each decision, its reason in the run log, and the CLI line.
+
+Real repositories, real pytest as the test command, the scripted model, `do-one-task` run
+in-process. Every test checks what a user would notice: the exit code, the task's state,
+what was committed, how many model calls were paid for, and why the loop decided so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from projects import (
+    CALC,
+    CALC_ABS,
+    CALC_FIXED,
+    CALC_HANG,
+    CALC_ZERO,
+    FIX_ADD,
+    PY,
+    REFLECTION,
+    WRONG_ADD,
+    events_of,
+    flaky_tests,
+    git,
+    init_repo,
+    make_project,
+    model_calls,
+    run_events,
+    task,
+    tasks_on_disk,
+    write_file,
+)
+
+from orchestrator.cli import do_one_task_main
+from reflection.llm import reset_scripted_state
+
+Capsys = pytest.CaptureFixture[str]
+REFLECT = {"match": "Failure digest", "reply": REFLECTION, "times": None}
+PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
+# A task that names calc but no test and does not ask for "the tests" to pass: a test of
+# another module failing at baseline is then not its business.
+ADD_ONLY = "add() in calc.py returns a - b; it must return the sum of its arguments."
+
+
+@pytest.fixture(autouse=True)
+def fresh_script_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    reset_scripted_state()
+    # The project's own pytest runs need none of this venv's plugins: half the start-up time.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+def run(repo: Path, *args: str) -> int:
+    return do_one_task_main(["--dir", str(repo), *args])
+
+
+def kinds(repo: Path) -> list[str]:
+    return [e["event"] for e in run_events(repo)]
+
+
+def judged(repo: Path, task_id: str = "T-1") -> list[dict[str, Any]]:
+    return events_of(repo, "judged", task_id)
+
+
+def committed_files(repo: Path, task_id: str = "T-1") -> list[list[str]]:
+    return [e["files"] for e in events_of(repo, "committed", task_id)]
+
+
+def plan(repo: Path, task_id: str = "T-1") -> dict[str, Any]:
+    return json.loads((repo / ".openagents" / "subtasks" / f"{task_id}.json").read_text())
+
+
+def packet(repo: Path, suffix: str = "md") -> str:
+    return (repo / ".openagents" / "escalations" / f"T-1.{suffix}").read_text()
+
+
+def search_replace(path: str, old: str, new: str) -> str:
+    return f"{path}\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
+
+
+# -- 1. preflight ---------------------------------------------------------------------------------
+
+
+def test_a_missing_test_program_blocks_the_task_before_any_model_call(git_repo: Path, capsys: Capsys) -> None:
+    repo = make_project(git_repo, [], config={"testCommands": ["no-such-test-runner --all"]})
+
+    assert run(repo) == 1
+
+    (pre,) = events_of(repo, "preflight")
+    assert "`no-such-test-runner` was not found" in pre["environmentError"]
+    (blocked,) = events_of(repo, "task_blocked")
+    assert blocked["convergence"] == "environment" and "No model was called" in blocked["reason"]
+    assert model_calls(repo) == 0 and "attempt_started" not in kinds(repo)
+    assert tasks_on_disk(repo)["T-1"]["closeReason"].startswith("environment: ")
+    out = capsys.readouterr().out
+    assert "preflight: the checks cannot run" in out and "no-such-test-runner" in out
+    assert "blocked T-1: environment:" in out
+
+
+OTHER = "def other():\n    return 0\n"
+OTHER_TESTS = "from other import other\n\n\ndef test_other():\n    assert other() == 1\n"
+
+
+def test_a_preexisting_failure_counts_only_when_the_task_is_about_it(git_repo: Path, capsys: Capsys) -> None:
+    tasks = [
+        task("T-1", "Fix add", description=ADD_ONLY),
+        task("T-2", "Make other() return 1", priority=2,
+             description="other() in other.py returns 0; test_other expects 1."),
+    ]
+    replies = [
+        REFLECT,
+        {"match": "Task T-1", "reply": FIX_ADD},
+        # T-2's attempt leaves other() as it is: its failure is the task's own.
+        {"match": "Task T-2", "reply": write_file("other.py", "# other() must return 1\n" + OTHER)},
+    ]
+    repo = make_project(
+        git_repo, replies, tasks=tasks,
+        files={"other.py": OTHER, "test_other.py": OTHER_TESTS},
+        config={"testCommands": [f"{PYTEST} test_calc.py test_other.py"], "reflexion": {"maxRetries": 0}},
+    )
+
+    assert run(repo) == 0  # T-1: test_other fails, but it failed before and T-1 is not about it
+
+    (pre,) = events_of(repo, "preflight", "T-1")
+    assert "test_other.py::test_other" in pre["failingAtBaseline"]
+    (waived,) = judged(repo, "T-1")
+    assert waived["outcome"] == "preexisting"
+    assert waived["summary"] == "passed apart from 1 pre-existing failure(s) unrelated to the task"
+    assert committed_files(repo, "T-1") == [["calc.py"]]
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert "PASS*  passed apart from 1 pre-existing failure" in capsys.readouterr().out
+
+    assert run(repo) == 1  # T-2 names test_other: the same failure now counts against it
+
+    assert judged(repo, "T-2") == [] and committed_files(repo, "T-2") == []
+    (verdict,) = events_of(repo, "verdict", "T-2")
+    assert not verdict["passed"] and "test_other" in verdict["summary"]
+    assert plan(repo, "T-2")["subtasks"][0]["attempts"][0]["outcome"] == "failed"
+    blocked = tasks_on_disk(repo)["T-2"]
+    assert blocked["status"] == "blocked" and "test_other" in blocked["closeReason"]
+    assert "FAIL  test_failure: 1 failed" in capsys.readouterr().out
+
+
+# -- 2. flaky tests -------------------------------------------------------------------------------
+
+
+def test_a_test_that_passes_on_its_rerun_is_flaky_and_the_attempt_is_committed(
+    git_repo: Path, tmp_path: Path, capsys: Capsys
+) -> None:
+    marker = tmp_path / "busy.marker"
+    repo = make_project(
+        git_repo, [{"match": "Task T-1", "reply": FIX_ADD}],
+        files={"test_stable.py": flaky_tests(marker)},
+        config={"testCommands": [f"{PYTEST} test_calc.py test_stable.py"]},
+    )
+
+    assert run(repo) == 0
+
+    assert marker.exists()  # the test did fail once, on the attempt's first run
+    (flaky,) = judged(repo)
+    assert flaky["outcome"] == "flaky" and "failed, then passed on a rerun" in flaky["summary"]
+    assert "test_add_is_stable" in flaky["summary"]
+    assert kinds(repo).count("attempt_started") == 1
+    assert model_calls(repo) == 1 and model_calls(repo, "reflect") == 0
+    assert committed_files(repo) == [["calc.py"]]
+    assert "FLAKY  flaky: test_failure: 1 failed" in capsys.readouterr().out
+
+
+# -- 3. routing by failure class ------------------------------------------------------------------
+
+
+def test_a_timeout_is_retried_with_the_time_limit_named_and_no_reflection(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    replies = [
+        REFLECT,
+        {"match": "killed after the 2 s limit", "reply": write_file("calc.py", CALC_FIXED)},
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_HANG)},
+    ]
+    repo = make_project(git_repo, replies, config={"timeouts": {"verifySeconds": 2}})
+
+    assert run(repo) == 0
+
+    (timeout,) = judged(repo)
+    assert timeout["outcome"] == "timeout" and timeout["summary"].startswith("timeout")
+    assert model_calls(repo, "reflect") == 0 and "reflection" not in kinds(repo)
+    assert model_calls(repo, "execute") == 2
+    assert plan(repo)["subtasks"][0]["attempts"][0]["outcome"] == "timeout"
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert "TIMEOUT  timeout" in capsys.readouterr().out
+
+
+def test_an_edit_that_does_not_apply_is_retried_with_the_error_and_no_reflection(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    stale = search_replace("calc.py", "    return a - b  # old", "    return a + b")
+    replies = [
+        REFLECT,
+        {"match": r"the edits could not be applied: edit 1 for calc\.py", "reply": FIX_ADD},
+        {"match": "Task T-1", "reply": stale},
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 0
+
+    (failed,) = events_of(repo, "edit_failed")
+    assert failed["attempt"] == 1 and "calc.py" in failed["error"]
+    assert model_calls(repo, "reflect") == 0 and model_calls(repo, "execute") == 2
+    assert committed_files(repo) == [["calc.py"]]
+    assert "FAIL  edits did not apply: edit 1 for calc.py" in capsys.readouterr().out
+
+
+# -- 4. progress between retries ------------------------------------------------------------------
+
+
+def test_the_same_failure_twice_is_named_in_the_next_prompt(git_repo: Path, capsys: Capsys) -> None:
+    replies = [
+        REFLECT,
+        {"match": "exactly the failure of the attempt before", "reply": write_file("calc.py", CALC_FIXED)},
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS), "times": 2},
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 0
+
+    (progress,) = events_of(repo, "progress")
+    assert progress["attempt"] == 2 and progress["repeatedSignature"] is True
+    assert progress["action"] == "continue"
+    assert "failed exactly as attempt 1 did" in progress["explanation"]
+    signatures = [e["errorSignature"] for e in events_of(repo, "verdict")[:2]]
+    assert signatures[0] == signatures[1] is not None
+    assert kinds(repo).count("attempt_started") == 3
+    assert "progress: attempt 2 (score 0.67, 1 failing) did not improve" in capsys.readouterr().out
+
+
+def test_a_plateau_stops_the_subtask_before_its_last_retry(git_repo: Path, capsys: Capsys) -> None:
+    replies = [REFLECT, {"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS), "times": None}]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 1
+
+    assert kinds(repo).count("attempt_started") == 3  # of 4 allowed
+    stop = events_of(repo, "progress")[-1]
+    assert stop["action"] == "stop" and stop["reason"] == "plateau"
+    assert "did not improve on the best score so far (0.67)" in stop["explanation"]
+    (escalated,) = events_of(repo, "escalated")
+    assert escalated["convergence"] == "plateau"
+    blocked = tasks_on_disk(repo)["T-1"]
+    assert blocked["status"] == "blocked" and "stopped (plateau) after 3 attempt(s)" in blocked["closeReason"]
+    assert "the attempts stopped improving" in packet(repo)
+    assert plan(repo)["subtasks"][0]["convergence"] == "plateau"
+    assert (repo / "calc.py").read_text() == CALC
+    assert "ESCALATED (plateau)" in capsys.readouterr().out
+
+
+def test_failing_as_two_attempts_before_stops_with_oscillation(git_repo: Path, capsys: Capsys) -> None:
+    replies = [
+        REFLECT,
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ZERO)},  # failure A
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS)},  # failure B, better
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ZERO)},  # failure A again
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 1
+
+    assert kinds(repo).count("attempt_started") == 3
+    stop = events_of(repo, "progress")[-1]
+    assert stop["reason"] == "oscillation"
+    assert "attempt 3 failed exactly as attempt 1 did" in stop["explanation"]
+    (escalated,) = events_of(repo, "escalated")
+    assert escalated["convergence"] == "oscillation"
+    assert "stopped (oscillation)" in tasks_on_disk(repo)["T-1"]["closeReason"]
+    assert "the attempts went back and forth" in packet(repo)
+    assert "ESCALATED (oscillation)" in capsys.readouterr().out
+
+
+# -- 5. best attempt and regressions --------------------------------------------------------------
+
+
+def test_a_worse_attempt_is_rolled_back_to_the_best_and_the_packet_keeps_the_best(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    replies = [
+        REFLECT,
+        # Applies only to attempt 1's tree: proof that attempt 2's worse tree was put back.
+        {
+            "match": "put back to attempt 1's changes",
+            "reply": search_replace("calc.py", "    return abs(a) + abs(b)", "    return a * b"),
+        },
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS)},  # 2 of 3 pass: the best
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ZERO)},  # 1 of 3: a regression
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 1
+
+    rollback = events_of(repo, "progress")[0]
+    assert rollback["attempt"] == 2 and rollback["action"] == "rollback"
+    assert rollback["reason"] == "regression" and rollback["rollbackTo"] == 1
+    (rolled,) = events_of(repo, "rolled_back")
+    assert rolled["toAttempt"] == 1
+    assert "edit_failed" not in kinds(repo)
+    third = events_of(repo, "verdict")[2]
+    assert third["filesChanged"] == ["calc.py"] and third["testsFailed"] == 2
+    (escalated,) = events_of(repo, "escalated")
+    assert escalated["convergence"] == "plateau"  # attempt 3 was no better than attempt 1 either
+    patch = packet(repo, "patch")
+    assert "+    return abs(a) + abs(b)" in patch and "a * b" not in patch and "return 0" not in patch
+    assert "Attempt 1 (test_failure: 1 failed" in packet(repo)
+    assert "rolled back to attempt 1's tree (the best so far)" in capsys.readouterr().out
+
+
+# -- 6. test integrity ----------------------------------------------------------------------------
+
+
+def test_editing_the_failing_test_is_rejected_and_the_code_fix_is_committed_alone(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    weaken = search_replace("test_calc.py", "    assert add(2, 3) == 5", "    assert add(2, 3) == -1")
+    weaken += search_replace("test_calc.py", "    assert add(-1, -1) == -2", "    assert add(-1, -1) == 0")
+    replies = [
+        REFLECT,
+        # FIX_ADD alone: the retry relies on the rejected test edits having been undone.
+        {"match": r"rejected: the attempt edited test files \(test_calc\.py\)[\s\S]*That diff was undone",
+         "reply": FIX_ADD},
+        {"match": "Task T-1", "reply": weaken},
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 0
+
+    (rejected,) = judged(repo)
+    assert rejected["outcome"] == "integrity" and rejected["attempt"] == 1
+    assert "edited test files (test_calc.py)" in rejected["summary"]
+    assert "fix the code, not the tests" in rejected["summary"]
+    first = events_of(repo, "verdict")[0]
+    assert first["passed"] is True  # the weakened tests passed, and still nothing was committed
+    assert committed_files(repo) == [["calc.py"]]
+    assert git(repo, "show", "--name-only", "--format=", "HEAD~1").split() == ["calc.py"]
+    assert "== 5" in (repo / "test_calc.py").read_text()
+    (undone,) = events_of(repo, "attempt_undone")
+    assert undone["attempt"] == 1 and "toAttempt" not in undone  # back to the subtask's start
+    assert model_calls(repo, "reflect") == 0
+    out = capsys.readouterr().out
+    assert "REJECT  rejected: the attempt edited test files" in out
+    assert "undid attempt 1's changes: back to the subtask's start" in out
+
+
+def test_adding_a_skip_marker_is_rejected(git_repo: Path, capsys: Capsys) -> None:
+    marker = '@pytest.mark.skip(reason="flaky")\n'
+    imports = "from calc import add, mul"
+    skip = search_replace("test_calc.py", imports, f"import pytest\n\n{imports}")
+    for name in ("test_add", "test_add_negative"):
+        skip += search_replace("test_calc.py", f"def {name}():", f"{marker}def {name}():")
+    replies = [
+        REFLECT,
+        {"match": r"added skip markers \(test_calc\.py:6, test_calc\.py:11\)", "reply": FIX_ADD},
+        {"match": "Task T-1", "reply": skip},
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert run(repo) == 0
+
+    (rejected,) = judged(repo)
+    assert rejected["outcome"] == "integrity" and rejected["attempt"] == 1
+    assert "added skip markers (test_calc.py:6, test_calc.py:11)" in rejected["summary"]
+    assert events_of(repo, "verdict")[0]["passed"] is True  # 1 passed, 2 skipped
+    assert committed_files(repo) == [["calc.py"]]
+    assert "pytest.mark.skip" not in (repo / "test_calc.py").read_text()
+    assert "REJECT  rejected: the attempt edited test files (test_calc.py) and added skip markers" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_subtask_about_tests_may_edit_them(git_repo: Path, capsys: Capsys) -> None:
+    decomposition = json.dumps(
+        {"subtasks": [{"title": "Cover mul with negative numbers", "aboutTests": True,
+                       "description": "Add a test that mul(-2, 3) == -6 to test_calc.py."}]}
+    )
+    new_test = search_replace(
+        "test_calc.py",
+        "def test_mul():\n    assert mul(3, 4) == 12",
+        "def test_mul():\n    assert mul(3, 4) == 12\n\n\n"
+        "def test_mul_negative():\n    assert mul(-2, 3) == -6",
+    )
+    replies = [
+        {"match": "Split this coding task", "reply": decomposition},
+        {"match": "Task T-1", "reply": new_test},
+    ]
+    repo = make_project(
+        git_repo, replies, files={"calc.py": CALC_FIXED},
+        tasks=[task("T-1", "Test mul with negatives", description="Test mul() with a negative factor.")],
+        config={"decomposeMinChars": 1},
+    )
+
+    assert run(repo) == 0
+
+    (decomposed,) = events_of(repo, "decomposed")
+    assert decomposed["source"] == "llm"
+    assert decomposed["subtasks"][0]["aboutTests"] is True
+    assert plan(repo)["subtasks"][0]["aboutTests"] is True
+    assert judged(repo) == []
+    assert committed_files(repo) == [["test_calc.py"]]
+    assert "test_mul_negative" in (repo / "test_calc.py").read_text()
+    assert "committed" in capsys.readouterr().out
+
+
+# -- 7. spending limits per task ------------------------------------------------------------------
+
+USAGE = {"inputTokens": 1000, "outputTokens": 100}  # 2 calls an attempt: 2200 tokens
+PRICING = {"inputCostPerToken": 1e-6, "outputCostPerToken": 2e-6}  # $0.0012 a call
+
+
+def budget_replies() -> list[dict[str, Any]]:
+    # A second attempt would pass: only the budget keeps it from running.
+    return [
+        {"match": "Failure digest", "reply": REFLECTION, "usage": USAGE},
+        {"match": "Task T-1", "reply": WRONG_ADD, "usage": USAGE},
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_FIXED)},
+    ]
+
+
+def assert_stopped_for_budget(repo: Path, reason: str, attempts: int) -> None:
+    assert kinds(repo).count("attempt_started") == attempts
+    (reopened,) = events_of(repo, "task_reopened")
+    assert reopened["convergence"] == "budget" and reopened["reason"].startswith(reason)
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert plan(repo)["subtasks"][0]["convergence"] == "budget"
+    assert (repo / "calc.py").read_text() == CALC
+    assert git(repo, "status", "--porcelain", "--", "calc.py") == ""
+
+
+def test_the_cost_limit_stops_a_task_before_an_attempt_would_overspend(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    repo = make_project(git_repo, budget_replies(), pricing=PRICING, config={"maxCostUsdPerTask": 0.004})
+
+    assert run(repo) == 1
+
+    assert_stopped_for_budget(repo, "task cost budget: $0.0024 spent of $0.0040", attempts=1)
+    assert "the next attempt is estimated at $0.0024" in events_of(repo, "task_reopened")[0]["reason"]
+    assert model_calls(repo) == 2
+    assert "put T-1 back to open (task cost budget" in capsys.readouterr().out
+
+
+def test_the_token_limit_stops_a_task_before_an_attempt_would_overspend(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    repo = make_project(git_repo, budget_replies(), config={"maxTokensPerTask": 4000})
+
+    assert run(repo) == 1
+
+    assert_stopped_for_budget(repo, "task token budget: 2200 of 4000 tokens used", attempts=1)
+    assert "put T-1 back to open (task token budget" in capsys.readouterr().out
+
+
+def test_a_cost_limit_with_an_unknown_price_fails_closed_before_any_call(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    repo = make_project(git_repo, budget_replies(), config={"maxCostUsdPerTask": 1.0})
+
+    assert run(repo) == 1
+
+    assert model_calls(repo) == 0
+    (reopened,) = events_of(repo, "task_reopened")
+    assert reopened["convergence"] == "budget" and "price is unknown" in reopened["reason"]
+    assert "attempt_started" not in kinds(repo)
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert "refusing to spend" in capsys.readouterr().out
+
+
+# -- 8. what the features save --------------------------------------------------------------------
+
+EVERYTHING_OFF = {
+    "preflight": False, "flakyReruns": 0, "routeByFailure": False, "stopOnPlateau": False,
+    "stopOnOscillation": False, "rollbackRegressions": False, "ignorePreexistingFailures": False,
+    "testIntegrity": False,
+}
+
+
+def scenario(root: Path, name: str, retry: dict[str, Any]) -> Path:
+    """One small repository per scenario; every script entry answers any number of calls."""
+    repo = init_repo(root / name)
+    fixed = {"match": "Task T-1", "reply": write_file("calc.py", CALC_FIXED), "times": None}
+    if name == "environment":
+        config = {"testCommands": ["no-such-runner"], "retry": retry}
+        return make_project(repo, [REFLECT, fixed], config=config)
+    if name == "flaky":
+        tests = {"test_stable.py": flaky_tests(root / f"{name}.marker")}
+        config = {"testCommands": [f"{PYTEST} test_calc.py test_stable.py"], "retry": retry}
+        return make_project(repo, [REFLECT, fixed], files=tests, config=config)
+    stuck = {"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS), "times": None}
+    return make_project(repo, [REFLECT, stuck], config={"retry": retry})
+
+
+def test_the_features_spend_fewer_model_calls_than_retrying_blindly(tmp_path: Path) -> None:
+    calls: dict[str, dict[str, int]] = {}
+    for mode, retry in (("on", {}), ("off", EVERYTHING_OFF)):
+        for name in ("environment", "flaky", "plateau"):
+            repo = scenario(tmp_path / mode, name, retry)
+            run(repo)
+            calls.setdefault(name, {})[mode] = model_calls(repo)
+
+    # Measured: environment 0 vs 2, flaky 1 vs 3, plateau 6 vs 7 — 7 model calls instead
+    # of 12, i.e. 5 fewer (42%).
+    for name, count in calls.items():
+        assert count["on"] < count["off"], (name, count)
+    assert sum(c["on"] for c in calls.values()) < sum(c["off"] for c in calls.values())
