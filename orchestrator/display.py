@@ -80,20 +80,23 @@ class LiveDisplay(AbstractContextManager):
         self.live.update(self.render())
 
     def render(self):  # noqa: ANN201 - a rich renderable
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(show_header=True, header_style="bold", box=None)
+        cost = "unknown" if self.cost is None else f"${self.cost:.4f}"
+        minutes = (time.monotonic() - self.started) / 60
+        status = Text(
+            f"goldenloop overnight: done {self.done} · blocked {self.blocked} · "
+            f"running {len(self.running)} · {minutes:.1f} min · {self.tokens} tokens · {cost}",
+            style="bold",
+        )
+        table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
         table.add_column("task")
         table.add_column("now")
         for task, doing in sorted(self.running.items()):
             table.add_row(task, doing)
-        cost = "unknown" if self.cost is None else f"${self.cost:.4f}"
-        minutes = (time.monotonic() - self.started) / 60
-        table.caption = (
-            f"done {self.done} · blocked {self.blocked} · running {len(self.running)} · "
-            f"{minutes:.1f} min · {self.tokens} tokens · {cost}\n{self.last[:150]}"
-        )
-        return table
+        return Group(status, table, Text(self.last[:200], style="dim"))
 
 
 class OvernightLines(HumanLines):
