@@ -11,9 +11,12 @@ is put back to open with its tree restored, so the run can be killed at any mome
 from __future__ import annotations
 
 import argparse
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import anyio
 import orjson
@@ -33,9 +36,10 @@ from orchestrator.session import (
     UserError,
 )
 from orchestrator.tasks import Task
-from orchestrator.worktree import MergeConflict, Worktrees
+from orchestrator.worktree import MergeConflict, Worktree, Worktrees
 from reflection.llm import price_known
 
+T = TypeVar("T")
 INFRA_FAILURES_TO_STOP = 3
 FINISHED = ("closed", "blocked")  # outcomes that count as a task done by the run
 
@@ -104,6 +108,7 @@ class RepoRun:
         self.infra_failures = 0
         self.attempts = 0
         self.worktrees = Worktrees(session.project_dir) if parallel > 1 else None
+        self.main_lock = anyio.Lock()
 
     # -- budgets --------------------------------------------------------------------
 
@@ -195,28 +200,42 @@ class RepoRun:
     async def run_task(self, task: Task) -> TaskOutcome:
         if self.worktrees is None:
             return await self.session.run_task(task, budget_check=self.cost_check)
-        tree = self.worktrees.add(task.id)
-        repo, keep_branch = Repo(tree.path), False
+        tree = await self.on_main(self.worktrees.add, task.id)
+        repo, keep_branch = await anyio.to_thread.run_sync(Repo, tree.path), False
         try:
             outcome = await self.session.run_task(
                 task, repo=repo, budget_check=self.cost_check, bookkeeping=False
             )
             if outcome.status == "closed" and outcome.commits:
-                try:
-                    outcome.commits = self.worktrees.integrate(tree)
-                    self.session.board.update(task.id, commits=outcome.commits)
-                except MergeConflict as exc:
-                    keep_branch = True
-                    outcome.status, outcome.reason = "blocked", f"merge conflict: {exc}"
-                    # The loop closed it in the worktree; blocked now, so not closed at any time.
-                    self.session.board.update(task.id, status="blocked", close_reason=outcome.reason, closed_at=None)
-                    self.session.runlog.event("merge_conflict", taskId=task.id, branch=tree.branch,  # type: ignore[union-attr]
-                                              reason=str(exc))
-            self.session.commit_bookkeeping(task.id)
+                keep_branch = not await self.on_main(self.integrate, task, tree, outcome)
+            await self.on_main(self.session.commit_bookkeeping, task.id)
             return outcome
         finally:
             repo.close()
-            self.worktrees.remove(tree, keep_branch=keep_branch)
+            with anyio.CancelScope(shield=True):  # an interrupted task's worktree goes too
+                await self.on_main(self.worktrees.remove, tree, keep_branch=keep_branch)
+
+    async def on_main(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Work on the main checkout: one at a time, off the event loop so that the
+        other workers' tests keep running meanwhile."""
+        async with self.main_lock:
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    def integrate(self, task: Task, tree: Worktree, outcome: TaskOutcome) -> bool:
+        """Bring a closed task's commits onto the base branch; False on a conflict."""
+        assert self.worktrees is not None
+        try:
+            outcome.commits = self.worktrees.integrate(tree)
+        except MergeConflict as exc:
+            outcome.status, outcome.reason = "blocked", f"merge conflict: {exc}"
+            # The loop closed it in the worktree; blocked now, so not closed at any time.
+            self.session.board.update(task.id, status="blocked", close_reason=outcome.reason, closed_at=None)
+            self.session.runlog.event(  # type: ignore[union-attr]
+                "merge_conflict", taskId=task.id, branch=tree.branch, reason=str(exc)
+            )
+            return False
+        self.session.board.update(task.id, commits=outcome.commits)
+        return True
 
     def record(self, outcome: TaskOutcome) -> None:
         self.report.outcomes.append(outcome)
