@@ -156,9 +156,15 @@ class RepoRun:
             await self.worker()
         else:
             self.clean_stale_worktrees()
-            async with anyio.create_task_group() as group:
-                for _ in range(self.parallel):
-                    group.start_soon(self.worker)
+            try:
+                async with anyio.create_task_group() as group:
+                    for _ in range(self.parallel):
+                        group.start_soon(self.worker)
+            finally:
+                # Parallel workers share one bookkeeping commit at the end: one per task
+                # would serialise them on the main checkout and force a rebase each.
+                with anyio.CancelScope(shield=True):
+                    await self.on_main(self.session.commit_bookkeeping, f"run {self.report.run_id}")
         return self.report
 
     async def worker(self) -> None:
@@ -208,7 +214,6 @@ class RepoRun:
             )
             if outcome.status == "closed" and outcome.commits:
                 keep_branch = not await self.on_main(self.integrate, task, tree, outcome)
-            await self.on_main(self.session.commit_bookkeeping, task.id)
             return outcome
         finally:
             repo.close()

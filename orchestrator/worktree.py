@@ -42,23 +42,31 @@ class Worktrees:
     def _git(self, *args: str, cwd: Path | None = None) -> str:
         return str(git.Git(cwd or self.root).execute(["git", *args]))
 
-    def _try(self, *args: str) -> None:
+    def _try(self, *args: str) -> bool:
         """A clean-up step: its failure (nothing to remove) is not an error."""
-        git.Git(self.root).execute(["git", *args], with_exceptions=False)
+        status, _, _ = git.Git(self.root).execute(
+            ["git", *args], with_exceptions=False, with_extended_output=True
+        )
+        return status == 0
+
+    def _head(self) -> str:
+        return git.Repo(self.root).head.commit.hexsha  # reads refs: no git process
 
     def add(self, task_id: str) -> Worktree:
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
         path = self.home / name
         branch = BRANCH_PREFIX + name
-        self._remove_path(path)
-        base = self._git("rev-parse", "HEAD")
+        if path.exists():
+            self._remove_path(path)
+        base = self._head()
         self.home.mkdir(parents=True, exist_ok=True)
-        self._git("worktree", "add", "--quiet", "-B", branch, str(path), base)
+        # --force: a registered worktree whose folder is gone (a crash) is taken over.
+        self._git("worktree", "add", "--force", "--quiet", "-B", branch, str(path), base)
         return Worktree(task_id, path, branch, base)
 
     def integrate(self, tree: Worktree) -> list[str]:
         """Bring the branch's commits onto the base branch; returns their new shas."""
-        tip = self._git("rev-parse", "HEAD")
+        tip = self._head()
         if tip != tree.base:
             try:
                 self._git("rebase", "--quiet", tip, cwd=tree.path)
@@ -88,7 +96,8 @@ class Worktrees:
             self.home.rmdir()
 
     def _remove_path(self, path: Path) -> None:
-        self._try("worktree", "remove", "--force", str(path))
+        if self._try("worktree", "remove", "--force", str(path)) and not path.exists():
+            return
         shutil.rmtree(path, ignore_errors=True)
         self._try("worktree", "prune")
 
