@@ -194,7 +194,8 @@ class GoldenLoop:
         small = is_small(task, p.config.decompose_min_chars)
         planner = None if small else p.planner
         plan = await decompose(task, planner, timeout_s=p.config.timeouts.model_seconds)
-        plan.save(path)
+        if plan.source == "llm":  # a model's plan is worth keeping before any subtask starts
+            plan.save(path)
         p.runlog.event(
             "decomposed",
             taskId=task.id,

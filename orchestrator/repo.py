@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import git
+from git.refs.symbolic import SymbolicReference
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
 logger = logging.getLogger("goldenloop.repo")
@@ -83,7 +84,7 @@ class Repo:
         self.root = Path(self._repo.working_tree_dir)
         self._commits: dict[str, str] = {}
         self._identity: dict[str, str] | None = None
-        if not self._repo.head.is_valid():
+        if not self._has_commits():
             raise RepoError(
                 f"{self.root} has no commits yet; make a first commit "
                 "(for example `git commit --allow-empty -m init`) and run again"
@@ -133,8 +134,16 @@ class Repo:
 
     # -- state ----------------------------------------------------------------------
 
+    def _has_commits(self) -> bool:
+        try:
+            self.head()
+        except ValueError:  # HEAD names a branch with no commit yet
+            return False
+        return True
+
     def head(self) -> str:
-        return self._repo.head.commit.hexsha
+        # Read from the refs files: asking the object database would start a git process.
+        return SymbolicReference.dereference_recursive(self._repo, "HEAD")
 
     def branch(self) -> str | None:
         """The checked-out branch, or None on a detached HEAD."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import git
 from git.exc import GitCommandError
+from git.refs.symbolic import SymbolicReference
 
 BRANCH_PREFIX = "goldenloop/"
 
@@ -50,7 +51,7 @@ class Worktrees:
         return status == 0
 
     def _head(self) -> str:
-        return git.Repo(self.root).head.commit.hexsha  # reads refs: no git process
+        return SymbolicReference.dereference_recursive(git.Repo(self.root), "HEAD")  # no git process
 
     def add(self, task_id: str) -> Worktree:
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
