@@ -1,0 +1,1 @@
+"""HumanEval with goldenloop: problems as repositories, three retry modes, one table."""

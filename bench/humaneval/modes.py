@@ -1,0 +1,59 @@
+"""The three ways each problem is run, and the retry protocol they share.
+
+A fixed-trial protocol, as in the Reflexion paper and Aider's benchmark: a problem gets
+exactly its attempts unless one passes. goldenloop's early stops (plateau, oscillation,
+rolling a worse attempt back) and its judgement calls (preflight, flaky reruns,
+pre-existing failures, routing by failure class) are switched off, so that the modes
+differ only in what a retry is told. The test-integrity guard stays on: an attempt that
+edits the test file is a failed attempt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+MAX_ATTEMPTS = 4  # the table's columns: pass rate after attempt 1, 2, 3 and 4
+
+FIXED_TRIALS: dict[str, Any] = {
+    "preflight": False,  # the stub fails by construction; nothing to learn from a baseline
+    "ignorePreexistingFailures": False,
+    "flakyReruns": 0,  # HumanEval checks are deterministic
+    "routeByFailure": False,  # every failure, timeouts included, is reflected on and retried
+    "stopOnPlateau": False,
+    "stopOnOscillation": False,
+    "rollbackRegressions": False,
+    "testIntegrity": True,
+}
+
+
+class Mode(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    label: str
+    reflexion: bool
+    max_retries: int
+
+    @property
+    def max_attempts(self) -> int:
+        return self.max_retries + 1
+
+
+MODES: dict[str, Mode] = {
+    m.name: m
+    for m in (
+        Mode(name="single", label="single attempt", reflexion=False, max_retries=0),
+        Mode(name="raw", label="retries, raw test output", reflexion=False, max_retries=MAX_ATTEMPTS - 1),
+        Mode(name="reflexion", label="reflexion retries", reflexion=True, max_retries=MAX_ATTEMPTS - 1),
+    )
+}
+
+
+def parse_modes(text: str) -> list[Mode]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODES]
+    if unknown or not names:
+        raise ValueError(f"--modes takes a comma-separated list of {', '.join(MODES)} (got {text!r})")
+    return [MODES[n] for n in dict.fromkeys(names)]

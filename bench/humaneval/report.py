@@ -1,0 +1,162 @@
+"""The markdown table of a result file, and two result files side by side.
+
+    python bench/humaneval/report.py results.json             # the table of one run
+    python bench/humaneval/report.py before.json after.json   # two runs compared
+
+Pass rates are cumulative and over every selected problem: "after 2" is the share of
+problems that passed at attempt 1 or 2; a problem not run yet counts as not passed (the
+"finished" column says how many ran). A mode with fewer attempts shows "—" beyond them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `bench.humaneval` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.humaneval.modes import MAX_ATTEMPTS
+from bench.humaneval.results import ModeSummary, ProblemResult, ResultFile, summarize
+
+DASH = "—"
+SUMMARY_HEAD = (
+    ["mode", "finished"]
+    + [f"after {k}" for k in range(1, MAX_ATTEMPTS + 1)]
+    + ["reflections", "model calls", "input tokens", "output tokens", "cost", "wall"]
+)
+
+
+def rate(summary: ModeSummary, k: int) -> str:
+    n, share = summary.passed_after[k], summary.pass_after[k]
+    return DASH if n is None or share is None else f"{share:.1%} ({n})"
+
+
+def cost_text(cost: float | None, calls: int) -> str:
+    if cost is None:
+        return "unknown"
+    return "$0" if calls == 0 else f"${cost:.4f}"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min {secs:02d} s"
+
+
+def summary_row(summary: ModeSummary, name: str | None = None) -> list[str]:
+    return [
+        name or summary.label,
+        f"{summary.finished}/{summary.problems}",
+        *(rate(summary, k) for k in range(MAX_ATTEMPTS)),
+        str(summary.reflections),
+        str(summary.calls),
+        f"{summary.input_tokens:,}",
+        f"{summary.output_tokens:,}",
+        cost_text(summary.cost_usd, summary.calls),
+        duration(summary.wall_s),
+    ]
+
+
+def table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def outcome_text(result: ProblemResult | None) -> str:
+    if result is None:
+        return DASH
+    if result.passed_at is not None:
+        return f"pass at {result.passed_at}"
+    return f"fail ({result.attempts})"
+
+
+def header(results: ResultFile) -> str:
+    m = results.machine
+    machine = f"{m.get('cpus')} CPUs, {m.get('memoryGiB')} GiB, Python {m.get('python')}, {m.get('platform')}"
+    return (
+        f"Model `{results.model}` · {len(results.selection)} problem(s) · "
+        f"{results.dataset.get('package')} · {machine} · updated {results.updated_at:%Y-%m-%d %H:%M} UTC"
+    )
+
+
+def render(results: ResultFile) -> str:
+    """The whole report of one result file: modes, then problems."""
+    modes = list(results.modes)
+    summaries = [summary_row(summarize(results, m)) for m in modes]
+    rows = [
+        [pid, *(outcome_text(results.modes[m].problems.get(pid)) for m in modes)] for pid in results.selection
+    ]
+    return "\n\n".join(
+        [
+            "# HumanEval with goldenloop",
+            header(results),
+            "Pass rate after attempt k, cumulative, over all selected problems:",
+            table(SUMMARY_HEAD, summaries),
+            "## Per problem",
+            "`pass at k`: passed at attempt k; `fail (n)`: not passed after n attempts; "
+            f"`{DASH}`: not run yet.",
+            table(["problem", *(results.modes[m].settings.label for m in modes)], rows),
+        ]
+    ) + "\n"
+
+
+def write_markdown(results: ResultFile, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(".md.tmp")
+    scratch.write_text(render(results))
+    scratch.replace(path)
+    return path
+
+
+def compare(a: ResultFile, b: ResultFile, names: tuple[str, str] = ("A", "B")) -> str:
+    """Two result files side by side: each mode's row for both, then problems that differ."""
+    modes = list(dict.fromkeys([*a.modes, *b.modes]))
+    rows = []
+    for mode in modes:
+        for name, results in zip(names, (a, b), strict=True):
+            if mode in results.modes:
+                label = f"{results.modes[mode].settings.label} · {name}"
+                rows.append(summary_row(summarize(results, mode), label))
+    shared = [m for m in modes if m in a.modes and m in b.modes]  # a missing mode is no difference
+    differing = []
+    for pid in dict.fromkeys([*a.selection, *b.selection]):
+        cells = [tuple(outcome_text(r.modes[m].problems.get(pid)) for r in (a, b)) for m in shared]
+        if any(x != y for x, y in cells):
+            differing.append([pid, *(f"{x} → {y}" if x != y else x for x, y in cells)])
+    parts = [
+        f"# HumanEval: {names[0]} vs {names[1]}",
+        f"{names[0]}: {header(a)}",
+        f"{names[1]}: {header(b)}",
+        table(SUMMARY_HEAD, rows),
+        f"## Problems whose outcome differs ({len(differing)})",
+        table(["problem", *(a.modes[m].settings.label for m in shared)], differing) if differing else "None.",
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
+    if len(paths) not in (1, 2):
+        print("usage: report.py RESULTS.json [OTHER.json]")
+        return 2
+    loaded = []
+    for path in paths:
+        results = ResultFile.load(path)
+        if results is None:
+            print(f"report: no such file: {path}")
+            return 2
+        loaded.append(results)
+    if len(loaded) == 1:
+        print(render(loaded[0]), end="")
+    else:
+        same = paths[0].name == paths[1].name  # e.g. two work dirs' results.json
+        names = (str(paths[0]), str(paths[1])) if same else (paths[0].name, paths[1].name)
+        print(compare(loaded[0], loaded[1], names), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""The result file: per mode, per problem, as each problem finishes; and its figures.
+
+A problem's result is read back from its repository, not from memory: the task's status
+in `tasks.jsonl`, the attempts in `subtasks/<taskId>.json`, the reflections file and the
+`model_call` events of every run log. So a problem that finished in a run killed before
+the result file was written, or one that needed several runs, is counted in full.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import orjson
+from pydantic import Field
+
+from orchestrator.decompose import SubtaskPlan
+from orchestrator.fileio import atomic_write
+from reflection.schema import CamelModel, utc_now
+
+FORMAT = "goldenloop-humaneval/1"
+PASSING = ("passed", "flaky", "preexisting")  # attempt outcomes the loop commits
+FINISHED = ("closed", "blocked")  # task statuses that end a problem
+
+
+class ProblemResult(CamelModel):
+    """One problem in one mode."""
+
+    outcome: Literal["passed", "failed"]
+    passed_at: int | None = None  # the attempt that passed
+    attempts: int = 0
+    reflections: int = 0
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0  # None: some call had no known price
+    wall_s: float = 0.0
+    convergence: str | None = None  # why the attempts stopped (passed, max_retries, ...)
+    reason: str = ""
+
+
+class ModeSettings(CamelModel):
+    label: str
+    reflexion: bool
+    max_attempts: int
+
+
+class ModeRecord(CamelModel):
+    settings: ModeSettings
+    problems: dict[str, ProblemResult] = Field(default_factory=dict)  # by task id "HumanEval/0"
+    wall_s: float = 0.0  # all runs of this mode, interrupted ones included
+
+
+class ResultFile(CamelModel):
+    format: str = FORMAT
+    model: str
+    dataset: dict[str, str]
+    protocol: dict[str, object]
+    machine: dict[str, object] = Field(default_factory=lambda: machine_info())
+    selection: list[str] = Field(default_factory=list)  # the problems the figures are over
+    modes: dict[str, ModeRecord] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)
+
+    @classmethod
+    def load(cls, path: Path) -> ResultFile | None:
+        try:
+            return cls.model_validate(orjson.loads(path.read_bytes()))
+        except FileNotFoundError:
+            return None
+
+    def save(self, path: Path) -> None:
+        self.updated_at = utc_now()
+        atomic_write(path, orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def machine_info() -> dict[str, object]:
+    memory = None
+    try:
+        memory = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "memoryGiB": memory,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+
+
+# -- reading a problem's repository ---------------------------------------------------
+
+
+def task_record(repo_dir: Path, task_id: str) -> dict[str, object]:
+    """The task's line in tasks.jsonl ({} when it is missing)."""
+    path = repo_dir / ".openagents" / "tasks.jsonl"
+    for line in path.read_bytes().splitlines():
+        try:
+            body = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(body, dict) and body.get("id") == task_id:
+            return body
+    return {}
+
+
+def result_from_repo(repo_dir: Path, task_id: str, wall_s: float) -> ProblemResult | None:
+    """The problem's result, or None while its task is not finished (open, in progress)."""
+    task = task_record(repo_dir, task_id)
+    status = task.get("status")
+    if status not in FINISHED:
+        return None
+    plan = SubtaskPlan.load(SubtaskPlan.path_for(repo_dir, task_id))
+    attempts = [a for s in plan.subtasks for a in s.attempts] if plan else []
+    passed_at = next((a.number for a in attempts if a.outcome in PASSING), None)
+    convergence = plan.subtasks[-1].convergence if plan and plan.subtasks else None
+    result = ProblemResult(
+        outcome="passed" if status == "closed" else "failed",
+        passed_at=passed_at if status == "closed" else None,
+        attempts=len(attempts),
+        reflections=_count_lines(repo_dir / ".openagents" / "memory" / "reflections.jsonl"),
+        wall_s=round(wall_s, 3),
+        convergence=convergence,
+        reason=str(task.get("closeReason") or "")[:300],
+    )
+    _add_model_calls(result, repo_dir)
+    return result
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        return sum(1 for line in path.read_bytes().splitlines() if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+def _add_model_calls(result: ProblemResult, repo_dir: Path) -> None:
+    """Sum the `model_call` events of every run log of the repository."""
+    for path in sorted((repo_dir / ".openagents" / "runs").glob("*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a line torn by a kill
+            if event.get("event") != "model_call":
+                continue
+            result.calls += 1
+            result.input_tokens += event.get("inputTokens") or 0
+            result.output_tokens += event.get("outputTokens") or 0
+            cost = event.get("costUsd")
+            result.cost_usd = None if cost is None or result.cost_usd is None else result.cost_usd + cost
+
+
+# -- figures --------------------------------------------------------------------------
+
+
+class ModeSummary(CamelModel):
+    """The row of the table for one mode."""
+
+    mode: str
+    label: str
+    problems: int  # in the selection
+    finished: int
+    pass_after: list[float | None]  # cumulative pass rate after attempt 1..4; None: beyond the mode
+    passed_after: list[int | None]
+    reflections: int
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    wall_s: float
+
+
+def summarize(results: ResultFile, mode: str, max_attempts: int = 4) -> ModeSummary:
+    record = results.modes[mode]
+    rows = [record.problems[p] for p in results.selection if p in record.problems]
+    total = len(results.selection)
+    passed_after: list[int | None] = []
+    for k in range(1, max_attempts + 1):
+        if k > record.settings.max_attempts:
+            passed_after.append(None)
+        else:
+            passed_after.append(sum(r.passed_at is not None and r.passed_at <= k for r in rows))
+    cost: float | None = 0.0
+    for r in rows:
+        cost = None if cost is None or r.cost_usd is None else cost + r.cost_usd
+    return ModeSummary(
+        mode=mode,
+        label=record.settings.label,
+        problems=total,
+        finished=len(rows),
+        pass_after=[None if n is None else (n / total if total else 0.0) for n in passed_after],
+        passed_after=passed_after,
+        reflections=sum(r.reflections for r in rows),
+        calls=sum(r.calls for r in rows),
+        input_tokens=sum(r.input_tokens for r in rows),
+        output_tokens=sum(r.output_tokens for r in rows),
+        cost_usd=cost,
+        wall_s=record.wall_s,
+    )

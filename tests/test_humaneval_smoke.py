@@ -1,0 +1,200 @@
+"""The HumanEval harness, offline: the scripted model on 5 problems through `overnight`.
+
+Checks the harness's mechanics (repositories built, three modes run, the per-attempt
+table written, a problem solved at the second attempt only with reflexion, resume),
+never a pass rate: the script decides every outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `bench` is not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from bench.humaneval import report  # noqa: E402
+from bench.humaneval.build import solution_stub  # noqa: E402
+from bench.humaneval.modes import MODES  # noqa: E402
+from bench.humaneval.problems import load_problems, select  # noqa: E402
+from bench.humaneval.run import HarnessError, RunOptions, run_benchmark  # noqa: E402
+from bench.humaneval.smoke import check_mechanics, smoke_options  # noqa: E402
+from reflection.llm import reset_scripted_state  # noqa: E402
+
+PROBLEMS = select(load_problems(), limit=5)  # HumanEval/0 .. /4
+NEVER, WITH_REFLECTION = "HumanEval/3", "HumanEval/4"  # roles from smoke.ROLES
+
+
+@pytest.fixture(autouse=True)
+def fresh_script_state() -> None:
+    reset_scripted_state()
+
+
+def run(options: RunOptions) -> Any:
+    return anyio.run(run_benchmark, options)
+
+
+def run_logs(work: Path) -> dict[str, int]:
+    """How many run logs each mode's repository has: one per overnight run of it."""
+    return {
+        f"{repo.parent.name}/{repo.name}": len(list((repo / ".openagents" / "runs").glob("*[0-9a-f].jsonl")))
+        for repo in sorted(work.glob("*/HumanEval-*"))
+    }
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+def test_smoke_run_builds_repos_runs_three_modes_and_writes_the_table(tmp_path):
+    options = smoke_options(tmp_path / "work", PROBLEMS, parallel=2)
+
+    results = run(options)
+
+    assert check_mechanics(results, options) == []
+    # One repository per problem and mode, each with the stub, the test and one task.
+    for mode in MODES:
+        for problem in PROBLEMS:
+            repo = tmp_path / "work" / mode / problem.slug
+            log = git(repo, "log", "--format=%s")
+            assert log.splitlines()[-1] == f"{problem.task_id}: problem under test"
+            assert git(repo, "status", "--porcelain") == ""
+            tasks = (repo / ".openagents" / "tasks.jsonl").read_text().splitlines()
+            assert len(tasks) == 1 and json.loads(tasks[0])["id"] == problem.slug
+    # The hidden check is outside every repository; the test file only points at it.
+    check = tmp_path / "work" / "checks" / "HumanEval-0.py"
+    assert "def check(candidate)" in check.read_text()
+    test_file = (tmp_path / "work" / "single" / "HumanEval-0" / "test_solution.py").read_text()
+    assert str(check) in test_file and "def check" not in test_file
+
+    # The problem that needs a reflection: solved at attempt 2 with reflexion only.
+    by_mode = {m: results.modes[m].problems[WITH_REFLECTION] for m in MODES}
+    assert by_mode["reflexion"].passed_at == 2 and by_mode["reflexion"].reflections == 1
+    assert by_mode["raw"].passed_at is None and by_mode["raw"].attempts == 4
+    assert by_mode["single"].passed_at is None and by_mode["single"].attempts == 1
+    reflexion_repo = tmp_path / "work" / "reflexion" / "HumanEval-4"
+    solution = (reflexion_repo / "solution.py").read_text()
+    assert solution == PROBLEMS[4].prompt + PROBLEMS[4].canonical_solution
+    # Without reflexion it escalated, and the failed attempts were taken out of the tree.
+    raw_repo = tmp_path / "work" / "raw" / "HumanEval-4"
+    assert (raw_repo / "solution.py").read_text() == solution_stub(PROBLEMS[4])
+
+    # The never-solved problem wrote a reflection after each of its first 3 attempts.
+    never = results.modes["reflexion"].problems[NEVER]
+    assert (never.outcome, never.attempts, never.reflections) == ("failed", 4, 3)
+    assert (tmp_path / "work" / "reflexion" / "HumanEval-3" / ".openagents" / "escalations").is_dir()
+
+    # Metering: every attempt and reflection is a priced model call.
+    reflexion = results.modes["reflexion"].problems
+    assert sum(r.calls for r in reflexion.values()) == 3 + (4 + 3) + (2 + 1)
+    assert all(r.cost_usd and r.cost_usd > 0 and r.input_tokens > 0 for r in reflexion.values())
+
+    # The JSON result file and the markdown table with one column per attempt.
+    saved = json.loads(options.results_path.read_text())
+    assert saved["modes"]["reflexion"]["problems"][WITH_REFLECTION]["passedAt"] == 2
+    table = options.markdown_path.read_text()
+    assert "| mode | finished | after 1 | after 2 | after 3 | after 4 |" in table
+    assert "| reflexion retries | 5/5 | 60.0% (3) | 80.0% (4) | 80.0% (4) | 80.0% (4) | 4 |" in table
+    assert "| single attempt | 5/5 | 60.0% (3) | — | — | — | 0 |" in table
+    assert "| HumanEval/4 | fail (1) | fail (4) | pass at 2 |" in table
+
+    # Run again: every problem is finished, so nothing runs and nothing changes.
+    logs_before = run_logs(tmp_path / "work")
+    again = run(smoke_options(tmp_path / "work", PROBLEMS, parallel=2))
+    assert run_logs(tmp_path / "work") == logs_before
+    assert again.modes == results.modes
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
+    work = tmp_path / "work"
+    options = smoke_options(work, PROBLEMS, parallel=1, modes=[MODES["raw"]])
+
+    async def stop_after_first_problem() -> None:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as group:
+                group.start_soon(run_benchmark, options)
+                while not _finished(options.results_path, "raw"):
+                    await anyio.sleep(0.02)
+                scope.cancel()  # like Ctrl-C: the problem in flight is left unfinished
+
+    anyio.run(stop_after_first_problem)
+    first = _finished(options.results_path, "raw")
+    assert 1 <= len(first) < 5
+    logs_before = run_logs(work)
+
+    results = run(smoke_options(work, PROBLEMS, parallel=2))
+
+    assert check_mechanics(results, smoke_options(work, PROBLEMS)) == []
+    logs_after = run_logs(work)
+    for problem_id in first:  # finished before the interruption: not run again
+        name = "raw/" + problem_id.replace("/", "-")
+        assert logs_after[name] == logs_before[name] == 1
+    # A problem whose result was lost (killed before the file was written) is read back
+    # from its repository without another model call.
+    data = json.loads(options.results_path.read_text())
+    kept = data["modes"]["raw"]["problems"].pop(NEVER)
+    options.results_path.write_text(json.dumps(data))
+    again = run(smoke_options(work, PROBLEMS, parallel=2))
+    restored = again.modes["raw"].problems[NEVER].to_dict()
+    assert {k: v for k, v in restored.items() if k != "wallS"} == {k: v for k, v in kept.items() if k != "wallS"}
+
+
+def _finished(path: Path, mode: str) -> list[str]:
+    try:
+        return list(json.loads(path.read_text())["modes"][mode]["problems"])
+    except (FileNotFoundError, KeyError, json.JSONDecodeError):
+        return []
+
+
+def test_compare_two_result_files_side_by_side(tmp_path):
+    results = run(smoke_options(tmp_path / "work", PROBLEMS, parallel=2, modes=[MODES["single"]]))
+    other = results.model_copy(deep=True)
+    other.modes["single"].problems[NEVER].passed_at = 1
+    other.modes["single"].problems[NEVER].outcome = "passed"
+
+    text = report.compare(results, other, ("before", "after"))
+
+    assert "| single attempt · before | 5/5 | 60.0% (3) |" in text
+    assert "| single attempt · after | 5/5 | 80.0% (4) |" in text
+    assert "## Problems whose outcome differs (1)" in text
+    assert "| HumanEval/3 | fail (1) → pass at 1 |" in text
+
+
+def test_work_dir_inside_the_checkout_and_a_model_switch_are_refused(tmp_path):
+    inside = smoke_options(tmp_path / "work", PROBLEMS)
+    inside.work = ROOT / "humaneval-work"
+    with pytest.raises(HarnessError, match="inside the goldenloop checkout"):
+        run(inside)
+    assert not (ROOT / "humaneval-work").exists()
+
+    options = smoke_options(tmp_path / "work", PROBLEMS, modes=[MODES["single"]])
+    run(options)
+    options.model = "gpt-4o"
+    with pytest.raises(HarnessError, match="holds results for model scripted/"):
+        run(options)
+
+
+def test_a_model_that_cannot_answer_stops_the_run_without_recording_verdicts(tmp_path, monkeypatch):
+    options = smoke_options(tmp_path / "work", PROBLEMS, parallel=1, modes=[MODES["single"]])
+    script = Path(options.model.removeprefix("scripted/"))
+    script.write_text(json.dumps({"replies": [{"error": "auth", "times": None}]}))
+
+    with pytest.raises(HarnessError, match="3 problems in a row ended without a verdict"):
+        run(options)
+
+    saved = json.loads(options.results_path.read_text())
+    assert saved["modes"]["single"]["problems"] == {}  # they run again on the next run
+    board = (tmp_path / "work" / "single" / "HumanEval-0" / ".openagents" / "tasks.jsonl").read_text()
+    assert json.loads(board)["status"] == "open"
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    keyless = RunOptions(model="gpt-4o", work=tmp_path / "other", problems=PROBLEMS[:1], modes=[MODES["single"]])
+    with pytest.raises(HarnessError, match="OPENAI_API_KEY"):
+        run(keyless)
