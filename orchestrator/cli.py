@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"do-one-task": do_one_task_main, "overnight": overnight_main}
     if not argv or argv[0] not in commands:
         print("usage: goldenloop {do-one-task,overnight} [options]  (see --help of each)")
-        return 2
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
     return commands[argv[0]](argv[1:])
 
 

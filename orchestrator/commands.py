@@ -140,7 +140,7 @@ def _print_outcome(outcome: TaskOutcome, session: ProjectSession, json_mode: boo
     print(
         f"\n{outcome.task_id} {verb}: {outcome.attempts} attempt(s), {outcome.reflections} "
         f"reflection(s), {len(outcome.commits)} commit(s), {m.calls} model call(s), "
-        f"{m.input_tokens}+{m.output_tokens} tokens, cost {m.cost_text()}, {outcome.duration_s:.1f} s"
+        f"{m.input_tokens} tokens in, {m.output_tokens} out, cost {m.cost_text()}, {outcome.duration_s:.1f} s"
     )
     if outcome.status != "closed":
         print(f"  reason: {outcome.reason}")

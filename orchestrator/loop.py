@@ -45,6 +45,8 @@ from reflection.schema import FailureContext
 from reflection.service import ReflectionService
 
 DIFF_BYTES = 200_000  # bound on a diff kept in memory or sent anywhere
+# A prompt too long for the model is this task's problem: block it, do not stop the run.
+TASK_MODEL_ERRORS = frozenset({"context_window"})
 T = TypeVar("T")
 
 Status = Literal["closed", "blocked", "model_unavailable", "budget", "interrupted"]
@@ -250,6 +252,10 @@ class GoldenLoop:
         try:
             executed = await p.executor.execute(request)
         except ModelError as exc:
+            if exc.kind in TASK_MODEL_ERRORS:  # this task's prompt is the problem: retries cannot help
+                reason = f"the model refused this task's prompt: {exc}"
+                self._record(plan, subtask, number, "model_refused", reason, run.changed, started)
+                return await self._escalate(task, plan, subtask, run, Convergence.ENVIRONMENT)
             return await self._put_back(plan, subtask, run, "model_unavailable", f"the model failed: {exc}")
         run.changed = await self._git(p.repo.changed_files, run.base, run.before)
         # The diff costs several git calls: made when a retry, a reflection or the test

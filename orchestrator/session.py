@@ -231,9 +231,13 @@ class ProjectSession:
                 raise UserError("no ready task in .openagents/tasks.jsonl", EXIT_NO_TASK)
             return task
         task = _call(lambda: self.board.get(task_id), EXIT_USAGE)
-        if task not in self.board.ready():
-            raise UserError(f"task {task_id} is not ready (status {task.status}, or a dependency is open)", EXIT_NO_TASK)
-        return task
+        if task in self.board.ready():
+            return task
+        if task.status in ("closed", "blocked"):
+            raise UserError(f"task {task_id} is {task.status}, not ready", EXIT_NO_TASK)
+        status = {t.id: t.status for t in self.board.tasks()}
+        waiting = [d.id for d in task.deps if d.type in ("blocks", "parent-child") and status.get(d.id) != "closed"]
+        raise UserError(f"task {task_id} is waiting for {', '.join(waiting)} to be closed", EXIT_NO_TASK)
 
     def base_model(self, name: str) -> ChatModel:
         return LiteLLMModel(self.resolve_model(name), timeout=self.config.timeouts.model_seconds)

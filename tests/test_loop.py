@@ -361,3 +361,21 @@ def test_a_dependency_given_as_a_bare_id_is_understood(git_repo):
     assert run(repo, "--task", "T-2") == 3  # known, and not ready: T-1 is not closed
 
     assert (repo / ".openagents" / "tasks.jsonl").read_text() == board_text
+
+
+def test_a_prompt_too_long_for_the_model_blocks_the_task_without_retrying(git_repo):
+    repo = make_project(git_repo, [{"match": "Task T-1", "error": "context_window", "times": None}])
+
+    assert run(repo) == 1
+
+    blocked = tasks_on_disk(repo)["T-1"]
+    assert blocked["status"] == "blocked" and "refused this task's prompt" in blocked["closeReason"]
+    assert [e["event"] for e in run_events(repo)].count("attempt_started") == 1
+
+
+def test_a_task_waiting_for_a_dependency_says_which(git_repo, capsys):
+    repo = make_project(git_repo, [], tasks=[task("T-1"), task("T-2", deps=["T-1"])])
+
+    assert run(repo, "--task", "T-2") == 3
+
+    assert "waiting for T-1 to be closed" in capsys.readouterr().err
