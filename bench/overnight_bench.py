@@ -33,7 +33,7 @@ from benchkit import backlog_repo
 from orchestrator.overnight import Budget, OvernightOptions, RepoReport, run_overnight_async
 from orchestrator.session import Overrides
 from orchestrator.worktree import Worktrees
-from reflection.llm import register_scripted_provider, reset_scripted_state
+from reflection.scripted import register_scripted_provider, reset_scripted_state
 
 
 def make_repo(repo: Path, tasks: int, sleep_s: float) -> Path:

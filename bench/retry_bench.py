@@ -210,7 +210,7 @@ def main() -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     # The scenarios' own pytest runs need none of this environment's plugins.
     os.environ.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    from reflection.llm import register_scripted_provider
+    from reflection.scripted import register_scripted_provider
 
     register_scripted_provider()  # litellm's import is a start-up cost, not a scenario's
     head = f"{'calls':>5} {'in tok':>7} {'out':>6} {'att':>4} {'time s':>6}  {'outcome':<22}"

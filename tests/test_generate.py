@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 
 from reflection.generate import draft_from_reply, extract_json, generate_reflection
-from reflection.llm import LiteLLMModel, reset_scripted_state, scripted_script
+from reflection.llm import LiteLLMModel
 from reflection.prompts import format_for_prompt, reflection_messages
 from reflection.schema import FailureCategory, FailureContext, FailureType, Reflection, utc_now
+from reflection.scripted import reset_scripted_state, scripted_script
 from reflection.service import ReflectionService
 from reflection.store import InMemoryReflectionStore, JsonlReflectionStore
 

@@ -26,7 +26,7 @@ from bench.humaneval.modes import MODES  # noqa: E402
 from bench.humaneval.problems import load_problems, select  # noqa: E402
 from bench.humaneval.run import HarnessError, RunOptions, run_benchmark  # noqa: E402
 from bench.humaneval.smoke import check_mechanics, smoke_options  # noqa: E402
-from reflection.llm import reset_scripted_state  # noqa: E402
+from reflection.scripted import reset_scripted_state  # noqa: E402
 
 PROBLEMS = select(load_problems(), limit=5)  # HumanEval/0 .. /4
 NEVER, WITH_REFLECTION = "HumanEval/3", "HumanEval/4"  # roles from smoke.ROLES

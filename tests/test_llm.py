@@ -12,16 +12,15 @@ from typing import Any
 import orjson
 import pytest
 
-from reflection import llm
+from reflection import llm, scripted
 from reflection.llm import (
     ChatModel,
     ChatReply,
     LiteLLMModel,
     ModelError,
     missing_api_key,
-    reset_scripted_state,
-    scripted_script,
 )
+from reflection.scripted import reset_scripted_state, scripted_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PRICING = {"inputCostPerToken": 0.000001, "outputCostPerToken": 0.000002}
@@ -152,8 +151,8 @@ def test_sync_litellm_completion_also_answers_from_the_script(tmp_path: Path) ->
     import litellm
 
     name = scripted_script([{"reply": "sync"}], dir=tmp_path)
-    llm.register_scripted_provider()
-    llm.register_scripted_provider()  # idempotent
+    scripted.register_scripted_provider()
+    scripted.register_scripted_provider()  # idempotent
 
     response = litellm.completion(model=name, messages=user("x"), num_retries=0, max_retries=0)
 

@@ -35,7 +35,7 @@ from projects import (
 )
 
 from orchestrator.cli import do_one_task_main
-from reflection.llm import reset_scripted_state
+from reflection.scripted import reset_scripted_state
 
 Capsys = pytest.CaptureFixture[str]
 REFLECT = {"match": "Failure digest", "reply": REFLECTION, "times": None}
