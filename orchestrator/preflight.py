@@ -14,8 +14,9 @@ Unlike `verify`, which stops at the first failing step, preflight runs every com
 covers every test command even when a typecheck or an earlier test command fails.
 
 Judging is conservative: a failing test is ignored only when it is known by id to have
-failed at baseline, the task does not mention it, and the attempt's own list of failing
-tests is provably complete (see `known_failures`). Crashes, timeouts, typecheck
+failed at baseline, still fails the same way (see `fails_as_before`), the task does not
+mention it, and the attempt's own list of failing tests is provably complete (see
+`known_failures`). Crashes, timeouts, typecheck
 failures, collection errors and lists the runner's counts do not match never get an
 attempt waved through.
 """
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.envcheck import environment_error, mentions
 from orchestrator.verify import DEFAULT_OUTPUT_CAP, Verdict, verify
+from reflection.digest import normalise
 from reflection.schema import FailureType
 
 log = logging.getLogger("goldenloop.preflight")
@@ -52,6 +54,9 @@ class Baseline(BaseModel):
     complete: bool = True  # False: more tests may fail than `failing_tests` lists
     typecheck_failing: bool = False
     duration_s: float = 0.0
+    # How each failing test failed, to tell "still broken" from "broken another way":
+    messages: dict[str, str] = {}  # test id -> its normalised one-line message (pytest)
+    signatures: dict[str, str] = {}  # test command -> the digest signature of its failure
 
     @property
     def commands(self) -> list[tuple[str, str]]:
@@ -110,6 +115,8 @@ async def preflight(
 
 def _baseline(verdicts: list[Verdict], cwd: Path, task_text: str, duration_s: float) -> Baseline:
     failing_tests: set[str] = set()
+    messages: dict[str, str] = {}
+    signatures: dict[str, str] = {}
     complete = True
     environment: str | None = None
     for single in verdicts:
@@ -121,6 +128,9 @@ def _baseline(verdicts: list[Verdict], cwd: Path, task_text: str, duration_s: fl
             tests, listed_all = known_failures(single)
             failing_tests |= tests
             complete = complete and listed_all
+            messages |= failure_messages(step.output)
+            if single.digest:
+                signatures[step.command] = single.digest.signature
     return Baseline(
         verdict=_combine(verdicts, duration_s),
         environment_error=environment,
@@ -128,7 +138,33 @@ def _baseline(verdicts: list[Verdict], cwd: Path, task_text: str, duration_s: fl
         complete=complete,
         typecheck_failing=any(not v.passed and v.steps[-1].kind == "typecheck" for v in verdicts),
         duration_s=duration_s,
+        messages=messages,
+        signatures=signatures,
     )
+
+
+# pytest's short summary: `FAILED tests/test_x.py::test_y[1] - assert 6 == 5`
+_PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)(?: - (.*))?$", re.M)
+
+
+def failure_messages(output: str) -> dict[str, str]:
+    """Each failing test's one-line message where the runner prints one (pytest)."""
+    return {m[1]: normalise(m[2] or "") for m in _PYTEST_SUMMARY.finditer(output)}
+
+
+def fails_as_before(test_id: str, verdict: Verdict, baseline: Baseline) -> bool:
+    """The attempt left this baseline failure as it was, rather than breaking it anew.
+
+    With a message per test (pytest), the messages must match; otherwise the whole
+    failing step must have the baseline's signature (same tests, same first error).
+    """
+    before = baseline.messages.get(test_id)
+    after = failure_messages(verdict.steps[-1].output).get(test_id) if verdict.steps else None
+    if before is not None and after is not None:
+        return before == after
+    if verdict.digest is None or not verdict.steps:
+        return False
+    return baseline.signatures.get(verdict.steps[-1].command) == verdict.digest.signature
 
 
 def _combine(verdicts: list[Verdict], duration_s: float) -> Verdict:
@@ -182,8 +218,8 @@ def known_failures(verdict: Verdict) -> tuple[frozenset[str], bool]:
 def relevant_failures(verdict: Verdict, baseline: Baseline, task_text: str) -> RelevantFailures:
     """Split an attempt's failing tests into those that count against it and those that don't.
 
-    A failing test is ignored when it failed at baseline and the task text does not
-    mention it (by id, function name or file). `decisive` is True only when the
+    A failing test is ignored when it failed at baseline, fails the same way now, and the
+    task text does not mention it (by id, function name, what it tests, or file). `decisive` is True only when the
     verdict's whole failure is made of ignored tests: its failing-test list is complete
     and its commands are the baseline's, all of them, so nothing after the failing step
     went unchecked. Then the attempt may be treated as passing.
@@ -196,7 +232,13 @@ def relevant_failures(verdict: Verdict, baseline: Baseline, task_text: str) -> R
     if not complete:
         reason = "the failing tests are not fully known (crash, timeout, typecheck or partial list)"
         return RelevantFailures(counted=ordered, ignored=[], decisive=False, reason=reason)
-    ignored = [t for t in ordered if t in baseline.failing_tests and not about_task(t, task_text)]
+    ignored = [
+        t
+        for t in ordered
+        if t in baseline.failing_tests
+        and fails_as_before(t, verdict, baseline)
+        and not about_task(t, task_text)
+    ]
     counted = [t for t in ordered if t not in ignored]
     covered = [(s.kind, s.command) for s in verdict.steps] == baseline.commands
     decisive = not counted and bool(ignored) and covered
@@ -210,7 +252,10 @@ def relevant_failures(verdict: Verdict, baseline: Baseline, task_text: str) -> R
 
 def _reason(counted: list[str], ignored: list[str], covered: bool) -> str:
     if counted:
-        return f"{len(counted)} failing test(s) are new or the task's; {len(ignored)} pre-existing"
+        return (
+            f"{len(counted)} failing test(s) are new, failing another way, or the task's; "
+            f"{len(ignored)} pre-existing"
+        )
     if not covered:
         return "only pre-existing failures, but later checks did not run"
     return f"only pre-existing failures ({len(ignored)}) unrelated to the task"
@@ -242,15 +287,24 @@ def _tested_module(stem: str) -> str:
     return ""
 
 
+def _tested_name(function: str) -> str:
+    """What a test function is named after: add for test_add, Add for TestAdd."""
+    return re.sub(r"^(?:test_|Test)(?=\w)", "", function)
+
+
 def _test_names(test_id: str) -> set[str]:
     names = {test_id}
     if "::" in test_id:  # pytest (path::Class::name[param]) and cargo (module::tests::name)
         parts = test_id.split("::")
         path = parts[0]
-        names |= {path, path.rsplit("/", 1)[-1], re.sub(r"\[.*\]$", "", parts[-1])}
+        function = re.sub(r"\[.*\]$", "", parts[-1])
+        names |= {path, path.rsplit("/", 1)[-1], function, _tested_name(function)}
         stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
         names.add(stem)  # test_calc for test_calc.py
         names.add(_tested_module(stem))  # calc for test_calc.py
     elif "/" in test_id and " " not in test_id:  # go: TestName/subtest
-        names.add(test_id.split("/", 1)[0])
+        function = test_id.split("/", 1)[0]
+        names |= {function, _tested_name(function)}
+    elif re.fullmatch(r"Test\w+", test_id):  # go: TestName
+        names.add(_tested_name(test_id))
     return {name for name in names if name}

@@ -210,7 +210,7 @@ _TEMP_PATH = re.compile(
 )
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
     """Drop what changes between runs of one failure: temp dirs, addresses, times, ids."""
     for pattern, replacement in _VOLATILE:
         text = pattern.sub(replacement, text)
@@ -224,14 +224,14 @@ def _temp_name(match: re.Match[str]) -> str:
 
 
 def _signature(tool: Tool, found: Found, text: str) -> str:
-    essentials: list[object] = [tool, sorted(_normalise(t) for t in found.failing_tests)]
+    essentials: list[object] = [tool, sorted(normalise(t) for t in found.failing_tests)]
     error = found.error
     if error:
         file = re.split(r"[/\\]", error.file)[-1] if error.file else None
         keep_line = error.assertion or bool(error.file and _is_test_file(error.file))
         place = f"{file}:{error.line}" if file and error.line and keep_line else file
-        essentials += [error.kind, _normalise(error.message)[:200], place]
+        essentials += [error.kind, normalise(error.message)[:200], place]
     elif not found.failing_tests:
         last = [line.strip() for line in text[-4000:].splitlines() if line.strip()][-5:]
-        essentials.append([_normalise(clip(line, 200)) for line in last])
+        essentials.append([normalise(clip(line, 200)) for line in last])
     return hashlib.sha256(orjson.dumps(essentials)).hexdigest()[:16]

@@ -196,8 +196,9 @@ async def test_only_new_failures_count_and_preexisting_ones_alone_are_decisive(
     (tmp_path / "calc.py").write_text(BROKEN_CALC)  # an attempt that breaks test_add
     broken = await _verify(tmp_path)
     judged = relevant_failures(broken, baseline, "Document the project in README")
-    assert judged.counted == ["test_calc.py::test_add"]
-    assert judged.ignored == ["test_calc.py::test_known_bug"]
+    # test_known_bug fails another way now (add(0.1, 0.2) is -0.1): the attempt's doing.
+    assert sorted(judged.counted) == ["test_calc.py::test_add", "test_calc.py::test_known_bug"]
+    assert judged.ignored == []
     assert not judged.decisive
 
     (tmp_path / "calc.py").write_text(CALC + "\n# documented\n")  # leaves only the old bug
@@ -211,6 +212,20 @@ async def test_only_new_failures_count_and_preexisting_ones_alone_are_decisive(
     task = "Fix test_known_bug: floats are compared exactly"
     judged = relevant_failures(unchanged, baseline, task)
     assert judged.counted == ["test_calc.py::test_known_bug"] and not judged.decisive
+
+
+@pytest.mark.anyio
+async def test_a_preexisting_failure_that_now_fails_another_way_counts(tmp_path: Path) -> None:
+    _write(tmp_path, {"calc.py": BROKEN_CALC, "test_calc.py": SUITE})
+    baseline = await _baseline(tmp_path)
+    assert "test_calc.py::test_add" in baseline.failing_tests  # assert -1 == 5
+
+    # A wrong "fix" that is still wrong must not pass as "only pre-existing failures".
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a * b\n")
+    wrong = await _verify(tmp_path)
+    judged = relevant_failures(wrong, baseline, "Tidy the module docstrings")
+    assert "test_calc.py::test_add" in judged.counted
+    assert not judged.decisive
 
 
 PRE = "test_calc.py::test_known_bug"
@@ -231,7 +246,11 @@ def _failed(
 
 def _known_bug_baseline(commands: int = 1) -> Baseline:
     steps = [CommandResult(command="pytest", kind="test", exit_code=1, output="")] * commands
-    return Baseline(verdict=Verdict(passed=False, steps=steps), failing_tests=frozenset({PRE}))
+    return Baseline(
+        verdict=Verdict(passed=False, steps=steps),
+        failing_tests=frozenset({PRE}),
+        messages={PRE: "assert 0.3 == 0.3"},
+    )
 
 
 SHORT = f"=== short test summary info ===\nFAILED {PRE} - assert 0.3 == 0.3\n"
@@ -270,6 +289,8 @@ def test_a_preexisting_failure_is_not_decisive_when_later_checks_did_not_run() -
         ("Clean up test_calc.py", True),
         ("Clean up tests/test_calc.py", True),
         ("Add test_floats_more", False),
+        # A test is about what it is named after: test_floats tests floats.
+        ("Handle floats in add", True),
         # The module a test file is named after counts: a task on calc is about test_calc.
         ("Add a subtract function to calc", True),
         ("Make the failing tests pass", True),
