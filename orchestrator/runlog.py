@@ -41,6 +41,12 @@ class RunLog:
         self.listeners: list[Listener] = []
         self._lock = threading.Lock()  # parallel workers share one log
 
+    def attach(self, project_dir: Path) -> None:
+        """Start writing, under the project's top folder (the run may start in a subfolder)."""
+        self.dir = project_dir / ".openagents" / "runs"
+        self.path = self.dir / f"{self.run_id}.jsonl"
+        self.persist = True
+
     def subscribe(self, listener: Listener) -> None:
         self.listeners.append(listener)
 

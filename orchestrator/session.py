@@ -69,9 +69,9 @@ class ProjectSession:
         """Everything that can refuse the run, in the order a user would fix it."""
         if not self.project_dir.is_dir():
             raise UserError(f"{self.project_dir} is not a folder")
-        self.config = self._load_config()
         self.repo = _call(lambda: Repo(self.project_dir), EXIT_USAGE)
-        self.project_dir = self.repo.root
+        self.project_dir = self.repo.root  # project.json is read from the top, even from a subfolder
+        self.config = self._load_config()
         if self.runlog is None:
             self.runlog = RunLog(self.project_dir)
         self._refuse_dirty_tree()
@@ -79,7 +79,7 @@ class ProjectSession:
         self._check_api_keys()
         ensure_runtime_ignored(self.project_dir)
         self._take_lock()
-        self.runlog.persist = True  # a usable project, and ours: its run log may be written
+        self.runlog.attach(self.project_dir)  # a usable project, and ours: its run log may be written
         self.notices.extend(self.board.warnings)
         self.recover()
         return self
@@ -95,17 +95,16 @@ class ProjectSession:
         if o.reflexion is not None:
             reflexion = reflexion.model_copy(update={"enabled": o.reflexion})
         if o.max_retries is not None:
-            if o.max_retries < 0:
-                raise UserError("--max-retries must be 0 or more")
             reflexion = reflexion.model_copy(update={"max_retries": o.max_retries})
         update: dict = {"reflexion": reflexion}
         if o.model:
             update["default_model"] = o.model
         config = config.model_copy(update=update)
         if not (config.test_commands or config.typecheck_commands):
+            where = "project.json sets no" if loaded.path else "there is no .openagents/project.json to set"
             raise UserError(
-                "project.json sets no testCommands or typecheckCommands, so no attempt could be "
-                "checked before it is committed; add at least one command"
+                f"{where} testCommands or typecheckCommands, and without them no attempt could be "
+                "checked before it is committed; add at least one command (see project.json.example)"
             )
         return config
 

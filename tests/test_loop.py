@@ -327,12 +327,22 @@ def test_help_does_not_import_litellm():
     assert "--no-reflexion" in done.stdout
 
 
+def test_run_from_a_subfolder_uses_the_projects_own_config(git_repo, capsys):
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])
+    (repo / "docs").mkdir()
+
+    assert do_one_task_main(["--dir", str(repo / "docs")]) == 0
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert "return a + b" in (repo / "calc.py").read_text()
+
+
 def test_a_project_without_checks_is_refused(git_repo, capsys):
     repo = make_project(git_repo, [{"reply": FIX_ADD}], config={"testCommands": []})
 
     assert run(repo) == 2
 
-    assert "no testCommands or typecheckCommands" in capsys.readouterr().err
+    assert "project.json sets no testCommands or typecheckCommands" in capsys.readouterr().err
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
 
 
