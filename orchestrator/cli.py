@@ -19,6 +19,22 @@ EXIT_CODES = (
 )
 
 
+def _number(kind: type, minimum: float, above: bool = False):
+    """An argparse type that reads a number and refuses one out of range in one line."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (value > minimum if above else value >= minimum):  # also refuses nan
+            bound = f"more than {minimum}" if above else f"{minimum} or more"
+            raise argparse.ArgumentTypeError(f"must be {bound}, not {text}")
+        return value
+
+    return parse
+
+
 def do_one_task_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="do-one-task",
@@ -37,7 +53,7 @@ def _add_shared(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-reflexion", action="store_true", help="retry with the raw failure only, no reflections"
     )
-    parser.add_argument("--max-retries", type=int, metavar="N", help="retries per subtask (default 3)")
+    parser.add_argument("--max-retries", type=_number(int, 0), metavar="N", help="retries per subtask (default 3)")
     parser.add_argument("--json", action="store_true", help="print the run's events as JSON lines")
     parser.add_argument(
         "--allow-dirty",
@@ -63,10 +79,10 @@ def overnight_parser() -> argparse.ArgumentParser:
         "4 a repository was refused (dirty or locked), 130 interrupted",
     )
     parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="repositories")
-    parser.add_argument("--max-tasks", type=int, metavar="N", help="stop after N finished tasks")
-    parser.add_argument("--max-hours", type=float, metavar="H", help="stop after H hours")
-    parser.add_argument("--max-cost", type=float, metavar="USD", help="stop before spending more")
-    parser.add_argument("--parallel", type=int, metavar="K", help="tasks at once, each in its own worktree")
+    parser.add_argument("--max-tasks", type=_number(int, 1), metavar="N", help="stop after N finished tasks")
+    parser.add_argument("--max-hours", type=_number(float, 0, above=True), metavar="H", help="stop after H hours")
+    parser.add_argument("--max-cost", type=_number(float, 0), metavar="USD", help="stop before spending more")
+    parser.add_argument("--parallel", type=_number(int, 1), metavar="K", help="tasks at once, each in its own worktree")
     _add_shared(parser)
     return parser
 

@@ -343,9 +343,6 @@ def run_overnight(args: argparse.Namespace) -> int:
     from orchestrator.commands import interruptible, overrides_from, setup_output
     from orchestrator.display import make_display, print_summary
 
-    if args.parallel is not None and args.parallel < 1:
-        print("overnight: --parallel must be 1 or more")
-        return 2
     base_listener = setup_output(args.json)
     display = make_display(args.json, base_listener)
     budget = Budget(

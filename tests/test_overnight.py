@@ -518,3 +518,27 @@ def test_sigint_puts_the_task_back_and_prints_the_summary(git_repo, tmp_path):
     assert summary["stopReason"] == "interrupted" and summary["tasks"] == []
     kinds = [e["event"] for e in run_events(repo)]
     assert "restored" in kinds and kinds[-1] == "run_stopped"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--parallel", "0", "--parallel: must be 1 or more, not 0"),
+        ("--max-hours", "-1", "--max-hours: must be more than 0, not -1"),
+        ("--max-tasks", "0", "--max-tasks: must be 1 or more, not 0"),
+        ("--max-cost", "ten", "--max-cost: 'ten' is not a number"),
+        ("--max-retries", "-1", "--max-retries: must be 0 or more, not -1"),
+    ],
+)
+def test_a_budget_out_of_range_is_refused_in_one_line_before_anything_runs(
+    git_repo, capsys, flag, value, message
+):
+    repo = make_project(git_repo, [{"reply": FIX_ADD}])
+    before = (repo / ".openagents" / "tasks.jsonl").read_text()
+
+    with pytest.raises(SystemExit) as exited:
+        overnight(repo, flag, value)
+
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+    assert (repo / ".openagents" / "tasks.jsonl").read_text() == before
