@@ -152,14 +152,14 @@ def failure_messages(output: str) -> dict[str, str]:
     return {m[1]: normalise(m[2] or "") for m in _PYTEST_SUMMARY.finditer(output)}
 
 
-def fails_as_before(test_id: str, verdict: Verdict, baseline: Baseline) -> bool:
+def fails_as_before(test_id: str, verdict: Verdict, messages: dict[str, str], baseline: Baseline) -> bool:
     """The attempt left this baseline failure as it was, rather than breaking it anew.
 
     With a message per test (pytest), the messages must match; otherwise the whole
     failing step must have the baseline's signature (same tests, same first error).
+    `messages` are the attempt's, from `failure_messages`.
     """
-    before = baseline.messages.get(test_id)
-    after = failure_messages(verdict.steps[-1].output).get(test_id) if verdict.steps else None
+    before, after = baseline.messages.get(test_id), messages.get(test_id)
     if before is not None and after is not None:
         return before == after
     if verdict.digest is None or not verdict.steps:
@@ -232,11 +232,12 @@ def relevant_failures(verdict: Verdict, baseline: Baseline, task_text: str) -> R
     if not complete:
         reason = "the failing tests are not fully known (crash, timeout, typecheck or partial list)"
         return RelevantFailures(counted=ordered, ignored=[], decisive=False, reason=reason)
+    messages = failure_messages(verdict.steps[-1].output) if verdict.steps else {}
     ignored = [
         t
         for t in ordered
         if t in baseline.failing_tests
-        and fails_as_before(t, verdict, baseline)
+        and fails_as_before(t, verdict, messages, baseline)
         and not about_task(t, task_text)
     ]
     counted = [t for t in ordered if t not in ignored]
