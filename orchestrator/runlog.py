@@ -36,15 +36,21 @@ class RunLog:
     def __init__(self, project_dir: Path, run_id: str | None = None, *, persist: bool = True) -> None:
         self.run_id = run_id or new_run_id()
         self.persist = persist  # False until the folder is known to be a usable project
-        self.dir = project_dir / ".openagents" / "runs"
-        self.path = self.dir / f"{self.run_id}.jsonl"
+        self.project_dir = project_dir
         self.listeners: list[Listener] = []
         self._lock = threading.Lock()  # parallel workers share one log
 
+    @property
+    def dir(self) -> Path:
+        return self.project_dir / ".openagents" / "runs"
+
+    @property
+    def path(self) -> Path:
+        return self.dir / f"{self.run_id}.jsonl"
+
     def attach(self, project_dir: Path) -> None:
         """Start writing, under the project's top folder (the run may start in a subfolder)."""
-        self.dir = project_dir / ".openagents" / "runs"
-        self.path = self.dir / f"{self.run_id}.jsonl"
+        self.project_dir = project_dir
         self.persist = True
 
     def subscribe(self, listener: Listener) -> None:
