@@ -1,4 +1,4 @@
-"""The edit format: parsing replies and applying edits safely, all or nothing."""
+"""The marker format (SEARCH/REPLACE, FILE, DELETE): parsing, and applying edits safely."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.executors.edits import Edit, EditError, apply_edits, parse_edits, safe_path
+from orchestrator.edits import Edit, EditError, apply_edits, parse_reply as parse_edits, safe_path
 
 CALC = '''\
 def add(a, b):
@@ -85,13 +85,11 @@ def test_parse_tolerates_crlf_reply() -> None:
     [
         ("", "the reply is empty"),
         ("   \n\n", "the reply is empty"),
-        ("I think the bug is in add(); it subtracts.\n", "no edit blocks found in the reply"),
-        ("a.py\n<<<<<<< SEARCH\nx = 1\n>>>>>>> REPLACE\n", "block 1 (a.py) has no ======= divider"),
+        ("I think the bug is in add(); it subtracts.\n", "the reply holds no code to apply"),
+        ("a.py\n<<<<<<< SEARCH\n\n>>>>>>> REPLACE\n", "block 1 (a.py) is empty and has no ======= divider"),
         ("a.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n", "block 1 (a.py) is truncated"),
         ("a.py\n<<<<<<< FILE\nx = 1\n", "block 1 (a.py) is truncated"),
         ("a.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> FILE\n", "closes with >>>>>>> FILE"),
-        ("<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n", "block 1: no file path"),
-        ("Here is the fix:\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n", "must be the file's path"),
         ("x = 1\n=======\nx = 2\n>>>>>>> REPLACE\n", "without a matching opening marker"),
         ("a.py\n<<<<<<< DELETE\nsome text\n>>>>>>> DELETE\n", "a DELETE block has no body"),
     ],
@@ -103,9 +101,22 @@ def test_parse_malformed_replies(reply: str, message: str) -> None:
 
 
 def test_parse_names_the_broken_block() -> None:
-    reply = block("a.py", "x = 1\n", "x = 2\n") + "\nb.py\n<<<<<<< SEARCH\ny = 1\n>>>>>>> REPLACE\n"
-    with pytest.raises(EditError, match=r"block 2 \(b\.py\) has no ======= divider"):
+    reply = block("a.py", "x = 1\n", "x = 2\n") + "\nb.py\n<<<<<<< SEARCH\ny = 1\n>>>>>>> FILE\n"
+    with pytest.raises(EditError, match=r"block 2 \(b\.py\) opens with <<<<<<< SEARCH"):
         parse_edits(reply)
+
+
+@pytest.mark.parametrize("prose", ["", "Here is the fix:\n"])
+def test_parse_block_without_path_leaves_the_file_to_the_resolver(prose: str) -> None:
+    (edit,) = parse_edits(prose + "<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n")
+    assert edit == Edit(path="", kind="replace", search="x\n", replace="y\n")
+
+
+def test_parse_search_without_divider_is_read_as_the_new_code() -> None:
+    # Real models write the whole new function between the markers and forget =======.
+    reply = "solution.py\n<<<<<<< SEARCH\ndef f(n):\n    return n + 1\n>>>>>>> REPLACE\n"
+    (edit,) = parse_edits(reply)
+    assert edit == Edit(path="solution.py", kind="block", replace="def f(n):\n    return n + 1\n")
 
 
 def test_parse_reports_unclosed_block_before_next_one() -> None:
@@ -196,7 +207,7 @@ def test_apply_creates_new_file_in_new_directory(repo: Path) -> None:
 
 
 def test_apply_search_on_missing_file_explains_how_to_create(repo: Path) -> None:
-    with pytest.raises(EditError, match="does not exist; to create it use an empty SEARCH"):
+    with pytest.raises(EditError, match="does not exist, so there is nothing to SEARCH in; to create it"):
         apply_edits(repo, [replace("nope.py", "x = 1\n", "x = 2\n")])
 
 
@@ -269,6 +280,7 @@ def test_apply_refuses_binary_and_non_utf8(repo: Path) -> None:
         ("src/../../escape.py", "outside the repository"),
         (".git/config", "inside .git"),
         ("sub/.git/hooks/pre-commit", "inside .git"),
+        (".openagents/project.json", "goldenloop's own state"),
         ("", "empty"),
     ],
 )
