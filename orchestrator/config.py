@@ -56,8 +56,13 @@ class ReflexionConfig(_ConfigModel):
     max_retries: int = Field(default=3, ge=0)  # 0: one attempt, no retry
     use_llm: bool = Field(default=True, alias="useLLM")  # False: heuristic reflections only
     model: str | None = Field(default=None, min_length=1)  # None: use defaultModel
-    generation_timeout_ms: int = Field(default=30_000, ge=1)
+    # None: the same limit as any model call (timeouts.modelSeconds), so one setting
+    # covers a slow local server.
+    generation_timeout_ms: int | None = Field(default=None, ge=1)
     retention_days: int = Field(default=90, ge=1)
+
+
+EditFormatSetting = Literal["auto", "whole", "search-replace", "diff"]
 
 
 class ExecutorConfig(_ConfigModel):
@@ -68,6 +73,11 @@ class ExecutorConfig(_ConfigModel):
     command: str | None = Field(default=None, min_length=1)
     timeout_seconds: float = Field(default=900, gt=0)
     max_context_bytes: int = Field(default=60_000, ge=1)
+    # How the builtin executor asks the model to write its edits (docs/EDIT_FORMAT.md):
+    # auto chooses by file size and by what the model managed before.
+    edit_format: EditFormatSetting = "auto"
+    # Per-model choices, by fnmatch pattern of the model name: {"ollama/*": "whole"}.
+    edit_format_by_model: dict[str, EditFormatSetting] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _command_when_kind_is_command(self) -> Self:
@@ -94,6 +104,9 @@ class RetryConfig(_ConfigModel):
     stop_on_oscillation: bool = True
     rollback_regressions: bool = True  # a worse attempt goes back to the best tree
     test_integrity: bool = True  # reject attempts that edit tests or add skip markers
+    # A retry that returns an earlier failed attempt's code is asked once more, at a higher
+    # temperature, before it counts; it is never verified again.
+    reask_repeats: bool = True
     test_globs: list[str] | None = None  # None: the usual test paths of Python, JS/TS, Go, Rust
 
 
@@ -105,6 +118,9 @@ class ProjectConfig(_ConfigModel):
     test_commands: list[str] = Field(default_factory=list)
     typecheck_commands: list[str] = Field(default_factory=list)
     default_model: str = Field(default="gpt-4o-mini", min_length=1)  # any litellm model name
+    # Sampling temperature of every model call; None: the provider's default (a local
+    # server's default is often 0.8, which is noisy for code; 0 is greedy).
+    model_temperature: float | None = Field(default=None, ge=0, le=2)
     reflexion: ReflexionConfig = Field(default_factory=ReflexionConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
@@ -127,6 +143,12 @@ class ProjectConfig(_ConfigModel):
     def reflection_model(self) -> str:
         """The model that writes reflections: reflexion.model, else defaultModel."""
         return self.reflexion.model or self.default_model
+
+    @property
+    def reflection_timeout_s(self) -> float:
+        """reflexion.generationTimeoutMs, else the limit of every model call."""
+        ms = self.reflexion.generation_timeout_ms
+        return ms / 1000 if ms is not None else self.timeouts.model_seconds
 
 
 @dataclass(frozen=True)

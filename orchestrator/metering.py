@@ -66,10 +66,11 @@ class MeteredModel:
         *,
         timeout: float | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> ChatReply:
         prompt_chars = sum(len(m.get("content") or "") for m in messages)
         try:
-            reply = await self.inner.complete(messages, timeout=timeout, max_tokens=max_tokens)
+            reply = await self.inner.complete(messages, timeout=timeout, max_tokens=max_tokens, temperature=temperature)
         except ModelError as exc:
             for meter in self.meters:
                 meter.errors += 1
@@ -95,5 +96,7 @@ class MeteredModel:
             costUsd=reply.cost_usd,
             costKnown=reply.cost_usd is not None,
             latencyS=round(reply.latency_s, 4),
+            finishReason=reply.finish_reason,
+            temperature=temperature,
         )
         return reply

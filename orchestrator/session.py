@@ -18,6 +18,7 @@ from orchestrator.budget import SpendLimit, combine
 from orchestrator.config import ConfigError, ProjectConfig, load_config
 from orchestrator.decompose import SubtaskPlan
 from orchestrator.executors import BuiltinExecutor, CommandExecutor, Executor
+from orchestrator.executors.format_choice import FormatChooser, FormatHistory, format_for_model
 from orchestrator.fileio import LockTimeout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
 from orchestrator.loop import GoldenLoop, LoopParts, TaskOutcome
@@ -239,7 +240,8 @@ class ProjectSession:
         raise UserError(f"task {task_id} is waiting for {', '.join(waiting)} to be closed", EXIT_NO_TASK)
 
     def base_model(self, name: str) -> ChatModel:
-        return LiteLLMModel(self.resolve_model(name), timeout=self.config.timeouts.model_seconds)
+        c = self.config
+        return LiteLLMModel(self.resolve_model(name), timeout=c.timeouts.model_seconds, temperature=c.model_temperature)
 
     def build_loop(
         self,
@@ -257,7 +259,10 @@ class ProjectSession:
             executor = CommandExecutor(c.executor.command or "", timeout_s=c.executor.timeout_seconds)
         else:
             executor = BuiltinExecutor(
-                model, max_context_bytes=c.executor.max_context_bytes, timeout_s=c.timeouts.model_seconds
+                model,
+                max_context_bytes=c.executor.max_context_bytes,
+                timeout_s=c.timeouts.model_seconds,
+                formats=self._format_chooser(model.name),
             )
         service = None
         if c.reflexion.enabled:
@@ -266,7 +271,7 @@ class ProjectSession:
                 JsonlReflectionStore.for_project(self.project_dir),
                 reflector,
                 use_llm=c.reflexion.use_llm,
-                timeout_s=c.reflexion.generation_timeout_ms / 1000,
+                timeout_s=c.reflection_timeout_s,
                 max_per_retry=c.reflexion.max_reflections_per_retry,
             )
         parts = LoopParts(
@@ -283,6 +288,11 @@ class ProjectSession:
             budget_check=combine(self._task_limit(task_meter), budget_check),
         )
         return GoldenLoop(parts)
+
+    def _format_chooser(self, model: str) -> FormatChooser:
+        e = self.config.executor
+        setting = format_for_model(e.edit_format, e.edit_format_by_model, model)
+        return FormatChooser(setting, model, FormatHistory.for_project(self.project_dir))
 
     def _task_limit(self, task_meter: Meter) -> Callable[[], str | None] | None:
         """maxCostUsdPerTask / maxTokensPerTask, checked before each attempt."""

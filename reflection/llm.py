@@ -77,6 +77,8 @@ class ChatReply:
     output_tokens: int | None
     cost_usd: float | None  # None: the price is unknown (never 0 unless truly free)
     latency_s: float  # what the caller waited, retries and backoff included
+    # Why the model stopped: "stop", "length" (cut at the output limit), ...; None: not said.
+    finish_reason: str | None = None
 
 
 class ModelError(Exception):
@@ -111,6 +113,7 @@ class ChatModel(Protocol):
         *,
         timeout: float | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,  # None: the provider's default
     ) -> ChatReply: ...
 
 
@@ -291,6 +294,7 @@ class LiteLLMModel:
         max_attempts: int = 3,
         backoff_s: float = 1.0,
         on_call: Callable[[ChatReply], None] | None = None,
+        temperature: float | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
@@ -301,6 +305,7 @@ class LiteLLMModel:
         self.max_attempts = max_attempts
         self.backoff_s = max(backoff_s, 0.0)
         self.on_call = on_call
+        self.temperature = temperature  # a call's own temperature wins over this default
         self.calls = 0
         self.total_input_tokens = 0
         self.total_output_tokens = 0
@@ -315,6 +320,7 @@ class LiteLLMModel:
         *,
         timeout: float | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> ChatReply:
         """Ask the model; retry transient errors; raise ModelError when it cannot answer."""
         litellm = _litellm()
@@ -324,18 +330,21 @@ class LiteLLMModel:
             register_scripted_provider()
         limit = timeout if timeout is not None else self.timeout
         started = time.perf_counter()
-        response = await self._with_retries(litellm, messages, limit, max_tokens)
+        options: dict[str, Any] = {"max_tokens": max_tokens}
+        if temperature is not None or self.temperature is not None:
+            options["temperature"] = temperature if temperature is not None else self.temperature
+        response = await self._with_retries(litellm, messages, limit, options)
         reply = self._reply(litellm, response, time.perf_counter() - started)
         self._record(reply)
         return reply
 
     async def _with_retries(
-        self, litellm: ModuleType, messages: list[dict[str, str]], limit: float, max_tokens: int | None
+        self, litellm: ModuleType, messages: list[dict[str, str]], limit: float, options: dict[str, Any]
     ) -> ModelResponse:
         attempt = 1
         while True:
             try:
-                return await self._attempt(litellm, messages, limit, max_tokens)
+                return await self._attempt(litellm, messages, limit, options)
             except Exception as exc:  # cancellation is a BaseException and passes through
                 kind = error_kind(exc)
                 if kind not in TRANSIENT_KINDS or attempt >= self.max_attempts:
@@ -346,7 +355,7 @@ class LiteLLMModel:
             attempt += 1
 
     async def _attempt(
-        self, litellm: ModuleType, messages: list[dict[str, str]], limit: float, max_tokens: int | None
+        self, litellm: ModuleType, messages: list[dict[str, str]], limit: float, options: dict[str, Any]
     ) -> ModelResponse:
         # Our own deadline too: custom providers and some SDK paths ignore litellm's timeout.
         with anyio.fail_after(limit):
@@ -356,7 +365,7 @@ class LiteLLMModel:
                 timeout=limit,
                 num_retries=0,
                 max_retries=0,
-                max_tokens=max_tokens,
+                **options,
             )
 
     def _reply(self, litellm: ModuleType, response: ModelResponse, latency_s: float) -> ChatReply:
@@ -370,6 +379,7 @@ class LiteLLMModel:
             output_tokens=getattr(usage, "completion_tokens", None),
             cost_usd=self._cost(litellm, response),
             latency_s=latency_s,
+            finish_reason=(getattr(choices[0], "finish_reason", None) if choices else None) or None,
         )
 
     def _cost(self, litellm: ModuleType, response: ModelResponse) -> float | None:

@@ -61,6 +61,7 @@ class _ScriptEntry(CamelModel):
     delay: float = Field(default=0.0, ge=0)
     usage: _ScriptUsage | None = None
     retry_after: float | None = Field(default=None, ge=0)
+    finish: Literal["stop", "length"] = "stop"  # "length": as if cut at the output limit
 
     @field_validator("match")
     @classmethod
@@ -238,7 +239,7 @@ class _ScriptedCall:
         if entry.error is not None:
             raise _script_error(self.litellm, entry, self.model)
         model_response.choices[0].message.content = entry.reply
-        model_response.choices[0].finish_reason = "stop"
+        model_response.choices[0].finish_reason = entry.finish
         model_response.model = _SCRIPTED_PREFIX + self.model
         usage = entry.usage or _ScriptUsage(
             input_tokens=_estimate_tokens(self.prompt_text), output_tokens=_estimate_tokens(entry.reply)

@@ -125,6 +125,16 @@ def test_valid_file_is_read_with_camel_case_keys(project: Path) -> None:
             {"maxTasksPerRun": 2.5},
             "project.json: maxTasksPerRun must be an integer (got 2.5)",
         ),
+        (
+            {"executor": {"editFormat": "patch"}},
+            "project.json: executor.editFormat must be one of 'auto', 'whole', 'search-replace' or 'diff' "
+            '(got "patch")',
+        ),
+        (
+            {"executor": {"editFormatByModel": {"ollama/*": "entire"}}},
+            "project.json: executor.editFormatByModel.ollama/* must be one of 'auto', 'whole', "
+            "'search-replace' or 'diff' (got \"entire\")",
+        ),
     ],
 )
 def test_wrong_value_names_the_key_path(project: Path, body: Any, message: str) -> None:
@@ -284,3 +294,10 @@ def test_example_file_lists_every_key_with_its_default(project: Path) -> None:
     expected = ProjectConfig(project_id="shop-api")  # a null projectId means the dir name
     assert loaded.config == expected
     assert ProjectConfig.model_validate_json(example) == ProjectConfig()
+
+
+def test_the_reflection_timeout_follows_the_model_timeout_unless_set(project: Path) -> None:
+    write_config(project, {"timeouts": {"modelSeconds": 300}})
+    assert load_config(project, NO_ENV).config.reflection_timeout_s == 300
+    write_config(project, {"timeouts": {"modelSeconds": 300}, "reflexion": {"generationTimeoutMs": 45000}})
+    assert load_config(project, NO_ENV).config.reflection_timeout_s == 45

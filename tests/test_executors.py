@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from orchestrator.executors import (
     ExecutionResult,
     Executor,
 )
+from orchestrator.executors.format_choice import FormatChooser, FormatHistory, format_for_model
 from reflection.llm import ChatReply, ModelError
 
 CALC = "def add(a, b):\n    return a - b\n"
@@ -31,11 +33,18 @@ class FakeModel:
     def __init__(self, *replies: str | Exception) -> None:
         self.replies = list(replies)
         self.calls: list[list[dict[str, str]]] = []
+        self.temperatures: list[float | None] = []
 
     async def complete(
-        self, messages: list[dict[str, str]], *, timeout: float | None = None, max_tokens: int | None = None
+        self,
+        messages: list[dict[str, str]],
+        *,
+        timeout: float | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> ChatReply:
         self.calls.append(messages)
+        self.temperatures.append(temperature)
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
@@ -86,11 +95,15 @@ async def test_builtin_applies_the_models_edits(git_repo: Path) -> None:
     assert result.reply is not None and "<<<<<<< SEARCH" in result.reply
     assert result.usage == {
         "inputTokens": 120, "outputTokens": 30, "costUsd": None, "model": "fake/model", "latencyS": 0.1,
+        "finishReason": None,
     }
+    assert (result.format_asked, result.format_received) == ("whole", "search-replace")
     system, user = model.calls[0]
-    assert system["role"] == "system" and "<<<<<<< SEARCH" in system["content"]
+    assert system["role"] == "system" and "complete new content" in system["content"]
     assert "Fix add() in src/calc.py" in user["content"]
     assert "## src/calc.py\n```\n" + CALC + "```" in user["content"]
+    assert user["content"].endswith("Reply with the complete new code of src/calc.py (the whole file, or "
+                                     "the complete functions you change) in one ```python code block.")
 
 
 @pytest.mark.anyio
@@ -156,9 +169,9 @@ async def test_builtin_redacts_secrets_before_the_model_sees_them(git_repo: Path
 @pytest.mark.parametrize(
     ("reply", "error"),
     [
-        ("I would change the minus to a plus.", "no edit blocks found in the reply"),
-        (FIX.replace("=======\n", ""), "block 1 (src/calc.py) has no ======= divider"),
-        (FIX.replace("a - b", "a - c"), "edit 1 for src/calc.py: SEARCH text not found"),
+        ("I would change the minus to a plus.", "the reply holds no code to apply"),
+        (FIX.replace("src/calc.py", "lib/calc.py").replace("a - b", "a - c"), "edit 1 for src/calc.py: SEARCH text not found"),
+        (FIX.replace("src/calc.py", "calc2.py"), "edit 1: calc2.py does not exist; the files are: README.md, src/calc.py"),
     ],
 )
 async def test_builtin_bad_reply_is_a_failed_result_and_changes_nothing(
@@ -172,6 +185,7 @@ async def test_builtin_bad_reply_is_a_failed_result_and_changes_nothing(
     assert result.error is not None and error in result.error
     assert result.touched == []
     assert result.reply == reply
+    assert result.repair is not None and "The repository's files are: README.md, src/calc.py" in result.repair
     assert git(git_repo, "status", "--porcelain") == ""
 
 
@@ -269,3 +283,69 @@ def test_command_template_is_checked_at_construction(template: str, message: str
     with pytest.raises(ValueError) as caught:
         CommandExecutor(template)
     assert message in str(caught.value)
+
+
+# --------------------------------------------------------------------------- edit formats
+
+
+def big_module(lines: int) -> str:
+    return "".join(f"X{i} = {i}\n" for i in range(lines))
+
+
+@pytest.mark.anyio
+async def test_auto_asks_for_whole_files_when_small_and_search_replace_when_large(git_repo: Path) -> None:
+    commit_files(git_repo, {"src/calc.py": CALC, "src/big.py": big_module(600)})
+    model = FakeModel(FIX, FIX)
+    executor = BuiltinExecutor(model)
+
+    small = await executor.execute(request(git_repo, "Fix add() in src/calc.py"))
+    large = await executor.execute(request(git_repo, "Fix add() in src/calc.py; see src/big.py"))
+
+    assert (small.format_asked, large.format_asked) == ("whole", "search-replace")
+    assert "<<<<<<< SEARCH" in model.calls[1][0]["content"]  # described, never shown as an example
+    assert "src/calc.py" not in model.calls[1][0]["content"]
+
+
+@pytest.mark.anyio
+async def test_a_model_that_failed_search_replace_before_gets_whole_files(git_repo: Path, tmp_path: Path) -> None:
+    commit_files(git_repo, {"src/calc.py": CALC, "src/big.py": big_module(600)})
+    history = FormatHistory(tmp_path / "edit-formats.json")
+    for _ in range(3):
+        history.record("fake/model", "search-replace", applied=False)
+    executor = BuiltinExecutor(FakeModel(FIX), formats=FormatChooser("auto", "fake/model", history))
+
+    result = await executor.execute(request(git_repo, "Fix add() in src/calc.py; see src/big.py"))
+
+    assert result.format_asked == "whole"
+    assert history.load()["fake/model"]["whole"] == {"asked": 1, "applied": 1}
+
+
+@pytest.mark.anyio
+async def test_two_failures_in_a_row_switch_to_whole_and_the_repair_says_so(git_repo: Path) -> None:
+    commit_files(git_repo, {"src/calc.py": CALC})
+    bad = FIX.replace("a - b", "a - c")
+    executor = BuiltinExecutor(FakeModel(bad, bad), formats=FormatChooser("search-replace", "fake/model"))
+
+    first = await executor.execute(request(git_repo))
+    second = await executor.execute(request(git_repo))
+
+    assert (first.format_asked, second.format_asked) == ("search-replace", "search-replace")
+    assert first.repair is not None and first.repair.endswith("(for src/calc.py, its path is src/calc.py).")
+    assert second.repair is not None and "Reply with the complete new code of src/calc.py" in second.repair
+    assert executor.formats.choose(10) == "whole"
+
+
+def test_a_format_can_be_set_per_model_by_pattern() -> None:
+    by_model = {"ollama/*": "whole", "openai/gpt-4*": "diff"}
+    assert format_for_model("auto", by_model, "ollama/qwen2.5-coder:1.5b") == "whole"
+    assert format_for_model("auto", by_model, "openai/gpt-4o") == "diff"
+    assert format_for_model("search-replace", by_model, "anthropic/claude") == "search-replace"
+
+
+def test_an_unreadable_format_record_is_no_record(tmp_path: Path) -> None:
+    path = tmp_path / "edit-formats.json"
+    path.write_text("{not json")
+    history = FormatHistory(path)
+    assert history.share_applied("m", "whole") is None
+    history.record("m", "whole", applied=True)  # rewritten, not crashed on
+    assert json.loads(path.read_text()) == {"models": {"m": {"whole": {"applied": 1, "asked": 1}}}}

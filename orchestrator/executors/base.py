@@ -22,6 +22,9 @@ class ExecutionRequest(BaseModel):
     attempt: int  # 1 for the first try
     # Files the loop thinks are relevant (e.g. changed by the last attempt), repo-relative.
     hint_paths: list[str] = Field(default_factory=list)
+    # Sampling temperature for a model-backed executor; None: the model's default. The
+    # loop raises it to ask again when a retry returned an earlier attempt's code.
+    temperature: float | None = None
 
 
 class ExecutionResult(BaseModel):
@@ -34,6 +37,11 @@ class ExecutionResult(BaseModel):
     touched: list[str] = Field(default_factory=list)  # repo-relative paths written
     reply: str | None = None  # the raw reply or agent output, for the run log
     usage: dict[str, Any] | None = None  # camelCase Usage body plus model and latencyS
+    # What the next attempt should do differently when this one could not be applied:
+    # the repository's real files and the expected shape of the reply.
+    repair: str | None = None
+    format_asked: str | None = None  # the edit format the model was asked for
+    format_received: str | None = None  # the shape its reply had (see edits.reply.shape_of)
 
 
 @runtime_checkable
