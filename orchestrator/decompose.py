@@ -33,7 +33,9 @@ class AttemptRecord(CamelModel):
 
     number: int
     started_at: datetime = Field(default_factory=utc_now)
-    outcome: str  # passed | failed | edit_failed | model_error | interrupted
+    # passed | failed | edit_failed (the reply could not be applied) | repeat (an earlier
+    # attempt's code again) | integrity | timeout | ... (see the loop)
+    outcome: str
     failure_type: str | None = None
     summary: str = ""
     error_signature: str | None = None
@@ -42,6 +44,8 @@ class AttemptRecord(CamelModel):
     files_changed: list[str] = Field(default_factory=list)
     reflection_id: str | None = None
     duration_s: float | None = None
+    format_asked: str | None = None  # the edit format the model was asked for
+    format_received: str | None = None  # the shape of its reply (whole, search-replace, ...)
 
 
 class Subtask(CamelModel):

@@ -11,7 +11,9 @@ is an event in the `RunLog`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,11 +32,11 @@ from orchestrator.decompose import (
 )
 from orchestrator.convergence import AttemptScore, Convergence, Decision, ProgressTracker
 from orchestrator.escalation import AttemptSnapshot, write_packet
-from orchestrator.executors import ExecutionRequest, Executor
+from orchestrator.executors import ExecutionRequest, ExecutionResult, Executor
 from orchestrator.judge import Judge, Judgement
 from orchestrator.metering import Meter
 from orchestrator.preflight import Baseline, preflight
-from orchestrator.prompt import LastAttempt, attempt_prompt
+from orchestrator.prompt import LastAttempt, attempt_prompt, repeat_nudge
 from orchestrator.repo import Repo
 from orchestrator.runlog import RunLog
 from orchestrator.tasks import Task, TaskBoard
@@ -45,6 +47,10 @@ from reflection.schema import FailureContext
 from reflection.service import ReflectionService
 
 DIFF_BYTES = 200_000  # bound on a diff kept in memory or sent anywhere
+# Asking again after a retry returned an earlier attempt's code: greedy decoding of much
+# the same prompt tends to give the same answer, so the second ask samples.
+REASK_TEMPERATURE = 0.7
+REPLY_LOGGED = 4_000  # characters of an unapplied reply kept in the run log, to see why
 # A prompt too long for the model is this task's problem: block it, do not stop the run.
 TASK_MODEL_ERRORS = frozenset({"context_window"})
 T = TypeVar("T")
@@ -90,6 +96,10 @@ class _Attempts:
     last_decision: Decision | None = None
     start: int | None = None  # the attempt whose tree the next attempt starts from; None: base
     user_files: dict[str, bytes] = field(default_factory=dict)  # dirty before: their content
+    failed_states: dict[str, int] = field(default_factory=dict)  # tree snapshot hash -> attempt
+    failures: dict[int, str] = field(default_factory=dict)  # attempt -> what its retry was told
+    scores: dict[int, AttemptScore] = field(default_factory=dict)  # attempt -> as the tracker saw it
+    current_patch: str | None = None  # the snapshot of the attempt in flight, once made
 
 
 @dataclass
@@ -250,11 +260,11 @@ class GoldenLoop:
         started = time.monotonic()
         request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=shown, hint_paths=run.changed)
         try:
-            executed = await p.executor.execute(request)
+            executed, same_as = await self._execute(task, subtask, run, request)
         except ModelError as exc:
             if exc.kind in TASK_MODEL_ERRORS:  # this task's prompt is the problem: retries cannot help
                 reason = f"the model refused this task's prompt: {exc}"
-                self._record(plan, subtask, number, "model_refused", reason, run.changed, started)
+                self._record(plan, subtask, "model_refused", reason, run.changed, started)
                 return await self._escalate(task, plan, subtask, run, Convergence.ENVIRONMENT)
             return await self._put_back(plan, subtask, run, "model_unavailable", f"the model failed: {exc}")
         run.changed = await self._git(p.repo.changed_files, run.base, run.before)
@@ -268,16 +278,13 @@ class GoldenLoop:
             reason = (f"the attempt changed {', '.join(touched)}, which hold(s) uncommitted work of yours; "
                       "goldenloop never mixes its edits into your work: commit or stash it and run again")
             p.runlog.event("user_files_touched", taskId=task.id, subtaskId=subtask.id, paths=touched)
-            self._record(plan, subtask, number, "user_files", reason, run.changed, started)
+            self._record(plan, subtask, "user_files", reason, run.changed, started)
             return await self._escalate(task, plan, subtask, run, Convergence.ENVIRONMENT)
-        if not executed.ok:  # nothing to verify or reflect on: say why and retry
-            what = "the edits could not be applied" if p.executor.name == "builtin" else "the agent run failed"
-            reason = f"{what}: {executed.error}"
-            p.runlog.event("edit_failed", taskId=task.id, subtaskId=subtask.id, attempt=shown, error=executed.error)
-            self._record(plan, subtask, number, "edit_failed", reason, run.changed, started)
-            run.snapshots.append(AttemptSnapshot(shown, reason, diff, 0.0))
-            run.last = LastAttempt(shown, diff, reason)
+        if not executed.ok:  # nothing ran: say exactly why, and how to get it right
+            await self._not_applied(task, plan, subtask, run, shown, executed, started, diff)
             return None
+        if same_as is not None:  # a failed attempt's code again: its verdict is known
+            return await self._repeated(task, plan, subtask, run, shown, same_as, executed, started)
         verdict = await self._verify()
         self._log_verdict(task, subtask, shown, verdict, run.changed)
         judged = await judge.judge(verdict, run.changed, diff)
@@ -287,14 +294,15 @@ class GoldenLoop:
         if judged.passed:
             sha = await self._commit(task, subtask, run.changed)
             subtask.status, subtask.commit, subtask.convergence = "done", sha, Convergence.PASSED
-            self._record(plan, subtask, number, judged.outcome, judged.summary, run.changed, started, verdict)
+            self._record(plan, subtask, judged.outcome, judged.summary, run.changed, started, verdict,
+                         executed=executed)
             return _SubtaskResult("passed", judged.summary, commit=sha, convergence=Convergence.PASSED)
         diff = diff or await self._git(p.repo.diff, run.base, run.before, DIFF_BYTES)
         reflection_id = None
         if judged.reflect and shown < self.max_attempts:  # a reflection serves the next retry
             reflection_id = await self._reflect(task, subtask, number, verdict, run, diff)
-        self._record(plan, subtask, number, judged.outcome, judged.summary, run.changed, started,
-                     verdict, reflection_id)
+        self._record(plan, subtask, judged.outcome, judged.summary, run.changed, started,
+                     verdict, reflection_id, executed=executed)
         return await self._after_failure(task, plan, subtask, run, shown, verdict, judged, diff)
 
     async def _after_failure(
@@ -312,12 +320,17 @@ class GoldenLoop:
         p = self.p
         score = 0.0 if judged.outcome == "integrity" else verdict.score
         run.snapshots.append(AttemptSnapshot(shown, judged.summary, diff, score))
-        run.patches[shown] = await self._git(p.repo.snapshot, run.base, run.before)
+        patch = run.current_patch
+        if patch is None:
+            patch = await self._git(p.repo.snapshot, run.base, run.before)
+        run.patches[shown] = patch
+        run.failed_states[_state_key(patch)] = shown
         if judged.escalate:
             return await self._escalate(task, plan, subtask, run, Convergence.ENVIRONMENT)
         attempt = AttemptScore.from_verdict(shown, verdict)
         if judged.outcome == "integrity":
             attempt = AttemptScore(shown, 0.0, signature="integrity")
+        run.scores[shown] = attempt
         decision = run.last_decision = run.tracker.record(attempt)
         if decision.action != "continue" or decision.repeated_signature:
             p.runlog.event("progress", taskId=task.id, subtaskId=subtask.id, attempt=shown, **decision.as_event())
@@ -340,8 +353,96 @@ class GoldenLoop:
         else:
             run.start = shown
         run.previous_signature = verdict.digest.signature if verdict.digest else None
+        run.failures[shown] = failure
         run.last = LastAttempt(shown, diff, failure)
         return None
+
+    async def _execute(
+        self, task: Task, subtask: Subtask, run: _Attempts, request: ExecutionRequest
+    ) -> tuple[ExecutionResult, int | None]:
+        """Run the executor; a retry that gives back a failed attempt's code is asked once more.
+
+        Returns the result and, when its tree is still one a failed attempt left, that
+        attempt's number: verifying it again would only repeat a known verdict.
+        """
+        p = self.p
+        executed = await p.executor.execute(request)
+        same_as = await self._same_as_failed(run, executed)
+        if same_as is None or not p.config.retry.reask_repeats:
+            return executed, None
+        p.runlog.event("repeat", taskId=task.id, subtaskId=subtask.id, attempt=request.attempt,
+                       sameAs=same_as, action="asked again")
+        # A fresh start: with its failed code in front of it, a model copies it again.
+        await self._reset_tree(run, None)
+        earlier = next((s for s in run.snapshots if s.number == same_as), None)
+        nudge = repeat_nudge(same_as, run.failures.get(same_as, ""), earlier.diff if earlier else "")
+        again = request.model_copy(
+            update={"prompt": f"{request.prompt}\n\n{nudge}", "temperature": REASK_TEMPERATURE}
+        )
+        executed = await p.executor.execute(again)
+        return executed, await self._same_as_failed(run, executed)
+
+    async def _same_as_failed(self, run: _Attempts, executed: ExecutionResult) -> int | None:
+        """The failed attempt whose tree the executor's result reproduces, if any."""
+        run.current_patch = None
+        if not executed.ok or not run.failed_states:
+            return None
+        run.current_patch = await self._git(self.p.repo.snapshot, run.base, run.before)
+        return run.failed_states.get(_state_key(run.current_patch))
+
+    async def _repeated(
+        self, task: Task, plan: SubtaskPlan, subtask: Subtask, run: _Attempts, shown: int, same_as: int,
+        executed: ExecutionResult, started: float,
+    ) -> _SubtaskResult | None:
+        """Count an attempt that reproduced attempt `same_as` even when asked not to.
+
+        Its verdict is `same_as`'s, so progress is tracked as if it had run: a repeat is
+        no improvement, and going back to an older attempt's code is oscillation.
+        """
+        p = self.p
+        summary = f"gave back attempt {same_as}'s code unchanged, even when asked for a different one"
+        p.runlog.event("repeat", taskId=task.id, subtaskId=subtask.id, attempt=shown, sameAs=same_as,
+                       action="counted as a failed attempt")
+        self._record(plan, subtask, "repeat", summary, run.changed, started, executed=executed)
+        earlier = next((s for s in run.snapshots if s.number == same_as), None)
+        diff = earlier.diff if earlier else ""
+        run.snapshots.append(AttemptSnapshot(shown, summary, diff, earlier.score if earlier else 0.0))
+        run.patches[shown] = run.patches.get(same_as, "")
+        failure = run.failures.get(same_as, "")
+        run.failures[shown] = failure
+        run.start = same_as
+        if same_as in run.scores:
+            score = dataclasses.replace(run.scores[same_as], number=shown)
+            decision = run.last_decision = run.tracker.record(score)
+            p.runlog.event("progress", taskId=task.id, subtaskId=subtask.id, attempt=shown, **decision.as_event())
+            if decision.action == "stop" and shown < self.max_attempts:
+                return await self._escalate(task, plan, subtask, run, decision.reason or Convergence.PLATEAU)
+            if decision.action == "rollback" and decision.rollback_to in run.patches:
+                await self._roll_back(task, subtask, run, decision.rollback_to)
+                run.start = decision.rollback_to
+        run.last = LastAttempt(shown, diff, failure, repeat_of=same_as)
+        return None
+
+    async def _not_applied(
+        self, task: Task, plan: SubtaskPlan, subtask: Subtask, run: _Attempts, shown: int,
+        executed: ExecutionResult, started: float, diff: str,
+    ) -> None:
+        """An attempt whose reply could not be applied (or whose agent failed): nothing ran."""
+        p = self.p
+        builtin = p.executor.name == "builtin"
+        what = "the reply could not be applied" if builtin else "the agent run failed"
+        reason = f"{what}: {executed.error}"
+        p.runlog.event("edit_failed", taskId=task.id, subtaskId=subtask.id, attempt=shown, error=executed.error,
+                       formatAsked=executed.format_asked, formatReceived=executed.format_received,
+                       reply=_clip(redact(executed.reply or ""), REPLY_LOGGED))
+        reflection_id = None
+        if builtin and shown < self.max_attempts:  # a format failure is a lesson too
+            reflection_id = await self._reflect_on_edit(task, subtask, len(subtask.attempts) + 1, run, executed)
+        self._record(plan, subtask, "edit_failed", reason, run.changed, started,
+                     reflection_id=reflection_id, executed=executed)
+        run.snapshots.append(AttemptSnapshot(shown, reason, diff, 0.0))
+        failure = "\n".join(part for part in (executed.error, executed.repair) if part)
+        run.last = LastAttempt(shown, diff, failure, applied=False)
 
     async def _roll_back(self, task: Task, subtask: Subtask, run: _Attempts, to: int) -> None:
         await self._reset_tree(run, to)
@@ -417,6 +518,24 @@ class GoldenLoop:
         self.p.runlog.event("committed", taskId=task.id, subtaskId=subtask.id, sha=sha, files=changed)
         return sha
 
+    async def _reflect_on_edit(
+        self, task: Task, subtask: Subtask, attempt: int, run: _Attempts, executed: ExecutionResult
+    ) -> str | None:
+        if self.p.reflections is None or not executed.error:
+            return None
+        ctx = FailureContext(
+            session_id=self.p.session_id,
+            task_id=task.id,
+            subtask_id=subtask.id,
+            attempt_number=attempt,
+            subtask_title=subtask.title,
+            subtask_description=subtask.description,
+            stage="edit",
+            digest=executed.error,
+            files_modified=run.changed,
+        )
+        return await self._save_reflection(task, subtask, attempt, ctx)
+
     async def _reflect(
         self,
         task: Task,
@@ -445,6 +564,11 @@ class GoldenLoop:
             diff=diff,
             previous_signature=run.previous_signature,
         )
+        return await self._save_reflection(task, subtask, attempt, ctx)
+
+    async def _save_reflection(self, task: Task, subtask: Subtask, attempt: int, ctx: FailureContext) -> str | None:
+        service = self.p.reflections
+        assert service is not None
         try:
             reflection = await service.reflect(ctx)
         except Exception as exc:  # noqa: BLE001 - memory trouble must not stop the loop
@@ -469,18 +593,19 @@ class GoldenLoop:
         self,
         plan: SubtaskPlan,
         subtask: Subtask,
-        number: int,
         outcome: str,
         summary: str,
         changed: list[str],
         started: float,
         verdict: Verdict | None = None,
         reflection_id: str | None = None,
+        *,
+        executed: ExecutionResult | None = None,
     ) -> None:
         digest = verdict.digest if verdict else None
         subtask.attempts.append(
             AttemptRecord(
-                number=number,
+                number=len(subtask.attempts) + 1,  # the subtask's attempts across runs
                 outcome=outcome,
                 failure_type=verdict.failure_type if verdict and verdict.failure_type else None,
                 summary=summary,
@@ -490,6 +615,8 @@ class GoldenLoop:
                 files_changed=changed,
                 reflection_id=reflection_id,
                 duration_s=round(time.monotonic() - started, 3),
+                format_asked=executed.format_asked if executed else None,
+                format_received=executed.format_received if executed else None,
             )
         )
         if outcome != "passed":
@@ -566,6 +693,15 @@ def _put_back_user_files(root: Path, saved: dict[str, bytes]) -> list[str]:
             path.write_bytes(data)
             touched.append(rel)
     return sorted(touched)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
+
+
+def _state_key(patch: str) -> str:
+    """A tree's identity, from its snapshot against the subtask's base."""
+    return hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _task_text(task: Task) -> str:

@@ -15,11 +15,16 @@ from orchestrator.tasks import Task
 DIFF_LIMIT = 12_000  # characters of the last attempt's diff shown in a retry prompt
 
 
+FAILURE_LIMIT = 4_000  # characters of an earlier failure quoted when a retry repeats it
+
+
 @dataclass(frozen=True)
 class LastAttempt:
     number: int
     diff: str
-    failure: str  # the failure digest, or the reason the edits did not apply
+    failure: str  # the failure digest, or the reason the reply could not be applied
+    applied: bool = True  # False: the reply could not be applied, so nothing ran
+    repeat_of: int | None = None  # the earlier attempt whose code this one gave back
 
 
 def attempt_prompt(
@@ -51,13 +56,48 @@ def attempt_prompt(
     return "\n\n".join(parts)
 
 
+def repeat_nudge(number: int, failure: str, diff: str = "") -> str:
+    """Added to a prompt whose reply gave back the code of failed attempt `number`.
+
+    The tree is back at the subtask's start when this is asked: the files below no longer
+    hold the failed code, which is quoted here as what not to write.
+    """
+    quoted = f":\n```\n{_clip(failure, FAILURE_LIMIT)}\n```" if failure else "."
+    code = f"\nThe code that failed:\n```diff\n{_clip(diff, DIFF_LIMIT)}\n```" if diff else ""
+    return (
+        f"## Your reply repeated attempt {number}\n"
+        f"Your reply gave back exactly the code of attempt {number}, which already failed{quoted}{code}\n"
+        "Sending the same code again cannot pass. The files below are back to how they were "
+        "before the first attempt: start over, and write a different implementation that "
+        "avoids that mistake."
+    )
+
+
 def _last_attempt_block(last: LastAttempt) -> str:
+    if not last.applied:
+        return (
+            f"## Attempt {last.number} could not be applied\n"
+            f"Your reply to attempt {last.number} was not applied to the files, so nothing was "
+            f"tested. Why:\n```\n{last.failure}\n```"
+        )
+    if last.repeat_of is not None:
+        return (
+            f"## Attempt {last.number} repeated attempt {last.repeat_of}\n"
+            f"Attempt {last.number} gave back the code of attempt {last.repeat_of} unchanged, even when "
+            f"asked for a different one. That code fails like this:\n"
+            f"```\n{_clip(last.failure, FAILURE_LIMIT)}\n```\n"
+            "Do not send it again: rethink the approach and write different code."
+        )
     diff = last.diff or "(the attempt changed no files)"
     if len(diff) > DIFF_LIMIT:
         diff = diff[:DIFF_LIMIT] + f"\n[... {len(diff) - DIFF_LIMIT} characters omitted ...]"
     return (
         f"## Attempt {last.number} failed\n"
         "The working tree still holds that attempt's changes; fix them rather than "
-        "starting over unless they are wrong.\n\n"
+        "starting over unless they are wrong. Sending the same code again cannot pass.\n\n"
         f"### Its diff\n```diff\n{diff}\n```\n\n### Why it failed\n```\n{last.failure}\n```"
     )
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} characters omitted ...]"

@@ -60,7 +60,11 @@ class HumanLines:
         return f"  [{e['subtaskId']}] attempt {e['attempt']}/{e['of']}"
 
     def _edit_failed(self, e: Event) -> str:
-        return f"    FAIL  edits did not apply: {_first_line(e.get('error'))}"
+        asked = f" (asked for {e['formatAsked']}, got {e['formatReceived']})" if e.get("formatAsked") else ""
+        return f"    FAIL  reply not applied{asked}: {_first_line(e.get('error'))}"
+
+    def _repeat(self, e: Event) -> str:
+        return f"    REPEAT  same code as attempt {e.get('sameAs')}: {e.get('action')}"
 
     def _verdict(self, e: Event) -> str:
         mark = "PASS" if e.get("passed") else "FAIL"

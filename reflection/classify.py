@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reflection.classify_edit import classify_edit
 from reflection.digest import read_digest_line
 from reflection.schema import FailureCategory, FailureContext, FailureType, ReflectionDraft
 
@@ -27,6 +28,8 @@ _ITEM_MAX = 200
 
 def classify(ctx: FailureContext) -> ReflectionDraft:
     """The heuristic reflection for one failed attempt."""
+    if ctx.stage == "edit":
+        return classify_edit(ctx)
     facts = _read_facts(ctx)
     for rule in _RULES:
         draft = rule(ctx, facts)

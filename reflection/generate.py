@@ -167,8 +167,12 @@ async def generate_reflection(
     timeout_s: float = 30.0,
     previous: Sequence[Reflection] = (),
 ) -> Reflection:
-    """A reflection on `ctx`: from the model when it answers well, else the heuristic."""
-    if model is None:
+    """A reflection on `ctx`: from the model when it answers well, else the heuristic.
+
+    A reply that could not be applied is explained exactly by its error, which the
+    heuristic turns into advice: a model call would buy nothing there.
+    """
+    if model is None or ctx.stage == "edit":
         return _reflection(ctx, classify(ctx), source="heuristic")
     reply: ChatReply | None = None
     messages = [

@@ -37,7 +37,7 @@ def reflection_messages(
         f"Subtask: {ctx.subtask_title}",
         ctx.subtask_description and f"Details: {ctx.subtask_description}",
         f"Attempt: {ctx.attempt_number}",
-        f"Failure type: {ctx.failure_type.value}",
+        ctx.failure_type and f"Failure type: {ctx.failure_type.value}",
         ctx.files_modified and "Files modified: " + ", ".join(ctx.files_modified),
         f"Failure digest:\n{ctx.digest}",
         ctx.diff and f"The attempt's diff:\n{_clip(ctx.diff, DIFF_CHARS)}",

@@ -119,8 +119,16 @@ class Reflection(ReflectionDraft):
         return cls.model_validate(orjson.loads(line))
 
 
+FailureStage = Literal["verify", "edit"]
+
+
 class FailureContext(CamelModel):
-    """Everything the reflection step knows about one failed attempt."""
+    """Everything the reflection step knows about one failed attempt.
+
+    `stage` says where it failed: "verify" (the checks failed; `failure_type` says
+    which) or "edit" (the reply could not be applied, so nothing ran; `digest` is the
+    exact reason and `failure_type` is None).
+    """
 
     session_id: str
     task_id: str
@@ -128,7 +136,8 @@ class FailureContext(CamelModel):
     attempt_number: int = Field(ge=1)
     subtask_title: str
     subtask_description: str = ""
-    failure_type: FailureType
+    failure_type: FailureType | None = None
+    stage: FailureStage = "verify"
     digest: str  # short failure digest (see reflection.digest), already bounded
     error_signature: str | None = None
     failing_tests: list[str] = Field(default_factory=list)

@@ -98,6 +98,7 @@ def test_four_failures_escalate_and_restore_the_tree(git_repo, capsys):
             "reply": "helper.py\n<<<<<<< FILE\nVALUE = 1\n>>>>>>> FILE\n",
         },
         {"match": "Task T-1", "reply": "notes/new.txt\n<<<<<<< FILE\nscratch\n>>>>>>> FILE\n", "times": 2},
+        {"match": "Task T-1", "reply": "notes/new.txt\n<<<<<<< FILE\nscratch, again\n>>>>>>> FILE\n"},
     ]
     no_early_stop = {"retry": {"stopOnPlateau": False, "stopOnOscillation": False}}
     repo = make_project(git_repo, replies, config=no_early_stop)
@@ -215,7 +216,8 @@ def test_edit_escaping_the_repository_is_refused(git_repo, tmp_path):
 def test_malformed_edit_reply_is_a_failed_attempt_not_a_crash(git_repo):
     replies = [
         {"match": "Task T-1", "reply": "I think you should change the subtraction to addition."},
-        {"match": r"could not be applied[\s\S]*no edit blocks", "reply": FIX_ADD},
+        {"match": r"could not be applied[\s\S]*holds no code to apply[\s\S]*files are: [\s\S]*calc\.py",
+         "reply": FIX_ADD},
     ]
     repo = make_project(git_repo, replies)
 

@@ -150,7 +150,7 @@ def test_mixed_backlog_over_two_repositories(tmp_path, capsys):
     (saved,) = reflection_lines(on)
     assert saved["taskId"] == "T-2" and saved["category"] == "edge_case"
     assert reflection_lines(off) == []
-    assert not (off / ".openagents" / "memory").exists()
+    assert not (off / ".openagents" / "memory" / "reflections.jsonl").exists()
 
     board_on, board_off = tasks_on_disk(on), tasks_on_disk(off)
     assert board_on["T-1"]["status"] == board_on["T-2"]["status"] == "closed"

@@ -192,13 +192,13 @@ def test_a_timeout_is_retried_with_the_time_limit_named_and_no_reflection(
     assert "TIMEOUT  timeout" in capsys.readouterr().out
 
 
-def test_an_edit_that_does_not_apply_is_retried_with_the_error_and_no_reflection(
+def test_an_edit_that_does_not_apply_is_retried_with_the_error_and_no_reflection_call(
     git_repo: Path, capsys: Capsys
 ) -> None:
     stale = search_replace("calc.py", "    return a - b  # old", "    return a + b")
     replies = [
         REFLECT,
-        {"match": r"the edits could not be applied: edit 1 for calc\.py", "reply": FIX_ADD},
+        {"match": r"Attempt 1 could not be applied[\s\S]*edit 1 for calc\.py: SEARCH text not found", "reply": FIX_ADD},
         {"match": "Task T-1", "reply": stale},
     ]
     repo = make_project(git_repo, replies)
@@ -207,19 +207,25 @@ def test_an_edit_that_does_not_apply_is_retried_with_the_error_and_no_reflection
 
     (failed,) = events_of(repo, "edit_failed")
     assert failed["attempt"] == 1 and "calc.py" in failed["error"]
+    # The error says exactly what went wrong: the heuristic reflects on it, no model call.
     assert model_calls(repo, "reflect") == 0 and model_calls(repo, "execute") == 2
+    (reflection,) = events_of(repo, "reflection")
+    assert reflection["source"] == "heuristic" and "SEARCH lines" in reflection["analysis"]
     assert committed_files(repo) == [["calc.py"]]
-    assert "FAIL  edits did not apply: edit 1 for calc.py" in capsys.readouterr().out
+    assert "FAIL  reply not applied (asked for whole, got search-replace): edit 1 for calc.py" in capsys.readouterr().out
 
 
 # -- 4. progress between retries ------------------------------------------------------------------
 
 
 def test_the_same_failure_twice_is_named_in_the_next_prompt(git_repo: Path, capsys: Capsys) -> None:
+    # Different code (a comment apart), the same failure: the fix did not touch the cause.
+    reworded = CALC_ABS.replace("def add(a, b):", "def add(a, b):  # sum of both")
     replies = [
         REFLECT,
         {"match": "exactly the failure of the attempt before", "reply": write_file("calc.py", CALC_FIXED)},
-        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS), "times": 2},
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS)},
+        {"match": "Task T-1", "reply": write_file("calc.py", reworded)},
     ]
     repo = make_project(git_repo, replies)
 
@@ -242,6 +248,9 @@ def test_a_plateau_stops_the_subtask_before_its_last_retry(git_repo: Path, capsy
     assert run(repo) == 1
 
     assert kinds(repo).count("attempt_started") == 3  # of 4 allowed
+    # Retries 2 and 3 gave back attempt 1's code, even when asked again: not tested again.
+    assert len(events_of(repo, "verdict")) == 1
+    assert [e["action"] for e in events_of(repo, "repeat")] == ["asked again", "counted as a failed attempt"] * 2
     stop = events_of(repo, "progress")[-1]
     assert stop["action"] == "stop" and stop["reason"] == "plateau"
     assert "did not improve on the best score so far (0.67)" in stop["explanation"]
@@ -260,7 +269,8 @@ def test_failing_as_two_attempts_before_stops_with_oscillation(git_repo: Path, c
         REFLECT,
         {"match": "Task T-1", "reply": write_file("calc.py", CALC_ZERO)},  # failure A
         {"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS)},  # failure B, better
-        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ZERO)},  # failure A again
+        # Failure A again: attempt 1's very code, even when asked again.
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_ZERO), "times": 2},
     ]
     repo = make_project(git_repo, replies)
 
@@ -477,7 +487,7 @@ def test_a_cost_limit_with_an_unknown_price_fails_closed_before_any_call(
 EVERYTHING_OFF = {
     "preflight": False, "flakyReruns": 0, "routeByFailure": False, "stopOnPlateau": False,
     "stopOnOscillation": False, "rollbackRegressions": False, "ignorePreexistingFailures": False,
-    "testIntegrity": False,
+    "testIntegrity": False, "reaskRepeats": False,
 }
 
 
