@@ -21,10 +21,11 @@ if str(ROOT) not in sys.path:  # `bench` is not an installed package
     sys.path.insert(0, str(ROOT))
 
 from bench.humaneval import report  # noqa: E402
-from bench.humaneval.build import solution_stub  # noqa: E402
-from bench.humaneval.modes import MODES  # noqa: E402
+from bench.humaneval.build import project_config, solution_stub  # noqa: E402
+from bench.humaneval.modes import CONTROL, MODES  # noqa: E402
 from bench.humaneval.problems import load_problems, select  # noqa: E402
-from bench.humaneval.run import HarnessError, RunOptions, run_benchmark  # noqa: E402
+from bench.humaneval.results import ResultFile, summarize  # noqa: E402
+from bench.humaneval.run import HarnessError, RunOptions, options_from, parse_args, run_benchmark  # noqa: E402
 from bench.humaneval.smoke import check_mechanics, smoke_options  # noqa: E402
 from reflection.scripted import reset_scripted_state  # noqa: E402
 
@@ -47,6 +48,12 @@ def run_logs(work: Path) -> dict[str, int]:
         f"{repo.parent.name}/{repo.name}": len(list((repo / ".openagents" / "runs").glob("*[0-9a-f].jsonl")))
         for repo in sorted(work.glob("*/HumanEval-*"))
     }
+
+
+def run_events_of(repo: Path) -> list[dict[str, Any]]:
+    lines = [line for path in sorted((repo / ".openagents" / "runs").glob("*.jsonl"))
+             for line in path.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in lines]
 
 
 def git(repo: Path, *args: str) -> str:
@@ -86,14 +93,20 @@ def test_smoke_run_builds_repos_runs_three_modes_and_writes_the_table(tmp_path):
     raw_repo = tmp_path / "work" / "raw" / "HumanEval-4"
     assert (raw_repo / "solution.py").read_text() == solution_stub(PROBLEMS[4])
 
-    # The never-solved problem wrote a reflection after each of its first 3 attempts.
+    # The never-solved problem gives back its failed code at every retry: each retry is
+    # asked again, then counted without a test run; only the first failure is reflected on.
     never = results.modes["reflexion"].problems[NEVER]
-    assert (never.outcome, never.attempts, never.reflections) == ("failed", 4, 3)
+    assert (never.outcome, never.attempts, never.reflections) == ("failed", 4, 1)
+    assert (never.repeats_asked_again, never.repeats_counted) == (3, 3)
     assert (tmp_path / "work" / "reflexion" / "HumanEval-3" / ".openagents" / "escalations").is_dir()
+    verdicts = [e for e in run_events_of(tmp_path / "work" / "reflexion" / "HumanEval-3") if e["event"] == "verdict"]
+    assert len(verdicts) == 1  # the repeats were never tested again
 
-    # Metering: every attempt and reflection is a priced model call.
+    # Metering: every attempt, re-ask and reflection is a priced model call.
     reflexion = results.modes["reflexion"].problems
-    assert sum(r.calls for r in reflexion.values()) == 3 + (4 + 3) + (2 + 1)
+    assert sum(r.calls for r in reflexion.values()) == 3 + (1 + 1 + 3 * 2) + (2 + 1)
+    # Every reply was applicable: the first ones, and all of them.
+    assert all(r.first_applied and r.replies_applied == r.replies for r in reflexion.values())
     assert all(r.cost_usd and r.cost_usd > 0 and r.input_tokens > 0 for r in reflexion.values())
 
     # The JSON result file and the markdown table with one column per attempt.
@@ -101,7 +114,8 @@ def test_smoke_run_builds_repos_runs_three_modes_and_writes_the_table(tmp_path):
     assert saved["modes"]["reflexion"]["problems"][WITH_REFLECTION]["passedAt"] == 2
     table = options.markdown_path.read_text()
     assert "| mode | finished | after 1 | after 2 | after 3 | after 4 |" in table
-    assert "| reflexion retries | 5/5 | 60.0% (3) | 80.0% (4) | 80.0% (4) | 80.0% (4) | 4 |" in table
+    assert "| reflexion retries | 5/5 | 60.0% (3) | 80.0% (4) | 80.0% (4) | 80.0% (4) | 2 |" in table
+    assert "| reflexion retries | 100.0% (5/5) | 100.0% (12/12) | whole 9 | 3 | 3 |" in table
     assert "| single attempt | 5/5 | 60.0% (3) | — | — | — | 0 |" in table
     assert "| HumanEval/4 | fail (1) | fail (4) | pass at 2 |" in table
 
@@ -198,3 +212,50 @@ def test_a_model_that_cannot_answer_stops_the_run_without_recording_verdicts(tmp
     keyless = RunOptions(model="gpt-4o", work=tmp_path / "other", problems=PROBLEMS[:1], modes=[MODES["single"]])
     with pytest.raises(HarnessError, match="OPENAI_API_KEY"):
         run(keyless)
+
+
+def test_the_control_asks_the_model_directly_on_the_same_problems(tmp_path):
+    options = smoke_options(tmp_path / "work", PROBLEMS, parallel=2, modes=[MODES["single"], CONTROL])
+
+    results = run(options)
+
+    assert check_mechanics(results, options) == []
+    control = results.modes["control"].problems
+    assert [control[p.task_id].passed_at for p in PROBLEMS] == [1, 1, 1, None, None]
+    assert all(r.calls == 1 and r.cost_usd and r.cost_usd > 0 for r in control.values())
+    assert control[NEVER].reason and control[NEVER].reason != "passed"  # why it failed, in a line
+    table = options.markdown_path.read_text()
+    assert "| direct prompt (control) | 5/5 | 60.0% (3) | — | — | — |" in table
+    assert "| single attempt | 5/5 | 60.0% (3) |" in table
+    assert not (tmp_path / "work" / "control").exists()  # no repositories: one call per problem
+
+
+def test_an_unknown_cost_stays_unknown_when_the_result_file_is_read_back(tmp_path):
+    options = smoke_options(tmp_path / "work", PROBLEMS, parallel=2, modes=[MODES["single"]])
+    script = Path(options.model.removeprefix("scripted/"))
+    body = json.loads(script.read_text())
+    del body["pricing"]  # a model litellm cannot price
+    script.write_text(json.dumps(body))
+
+    run(options)
+
+    saved = json.loads(options.results_path.read_text())
+    assert all("costUsd" not in r for r in saved["modes"]["single"]["problems"].values())
+    reloaded = ResultFile.load(options.results_path)
+    assert all(r.cost_usd is None for r in reloaded.modes["single"].problems.values())
+    row = report.summary_row(summarize(reloaded, "single"))
+    assert "unknown" in row and "$0.0000" not in row
+    compared = report.compare(reloaded, reloaded, ("a", "b"))
+    assert "$0.0000" not in compared and compared.count("| unknown |") == 2
+
+
+def test_the_reflection_timeout_follows_the_model_timeout_or_its_own_flag(tmp_path):
+    args = parse_args(["--model", "m", "--model-timeout", "300"])
+    options = options_from(args)
+    config = project_config(MODES["reflexion"], "m", verify_timeout_s=60, model_timeout_s=300,
+                            reflection_timeout_s=options.reflection_seconds)
+    assert config["reflexion"]["generationTimeoutMs"] == 300_000
+    options = options_from(parse_args(["--model", "m", "--reflection-timeout", "45"]))
+    assert options.reflection_seconds == 45
+    with pytest.raises(SystemExit):
+        parse_args(["--model", "m", "--reflection-timeout", "0"])

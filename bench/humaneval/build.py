@@ -80,16 +80,28 @@ def task_record(problem: Problem) -> dict[str, Any]:
 
 
 def project_config(
-    mode: Mode, model: str, *, verify_timeout_s: float, model_timeout_s: float
+    mode: Mode,
+    model: str,
+    *,
+    verify_timeout_s: float,
+    model_timeout_s: float,
+    reflection_timeout_s: float | None = None,
+    edit_format: str = "auto",
+    temperature: float | None = None,
 ) -> dict[str, Any]:
     test = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider {TEST_FILE}"
+    reflection_ms = round((reflection_timeout_s or model_timeout_s) * 1000)
     return {
         "projectId": "humaneval",
         "defaultBranch": "main",
         "testCommands": [test],
         "defaultModel": model,
+        "modelTemperature": temperature,
         "decomposeMinChars": 0,  # one function: no planning call
-        "reflexion": {"enabled": mode.reflexion, "maxRetries": mode.max_retries},
+        "reflexion": {
+            "enabled": mode.reflexion, "maxRetries": mode.max_retries, "generationTimeoutMs": reflection_ms,
+        },
+        "executor": {"editFormat": edit_format},
         "timeouts": {"verifySeconds": verify_timeout_s, "modelSeconds": model_timeout_s},
         "retry": FIXED_TRIALS,
     }

@@ -51,9 +51,14 @@ MODES: dict[str, Mode] = {
 }
 
 
+# Not goldenloop: the model asked directly, once per problem (see control.py).
+CONTROL = Mode(name="control", label="direct prompt (control)", reflexion=False, max_retries=0)
+
+
 def parse_modes(text: str) -> list[Mode]:
+    known = {**MODES, CONTROL.name: CONTROL}
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in MODES]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise ValueError(f"--modes takes a comma-separated list of {', '.join(MODES)} (got {text!r})")
-    return [MODES[n] for n in dict.fromkeys(names)]
+        raise ValueError(f"--modes takes a comma-separated list of {', '.join(known)} (got {text!r})")
+    return [known[n] for n in dict.fromkeys(names)]

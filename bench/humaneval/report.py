@@ -59,6 +59,29 @@ def summary_row(summary: ModeSummary, name: str | None = None) -> list[str]:
     ]
 
 
+REPLIES_HEAD = [
+    "mode", "first replies applied", "all replies applied", "formats asked",
+    "repeats asked again", "repeats counted",
+]
+
+
+def share(part: int, whole: int) -> str:
+    return DASH if whole == 0 else f"{part / whole:.1%} ({part}/{whole})"
+
+
+def replies_row(summary: ModeSummary, name: str | None = None) -> list[str]:
+    """Aider-style well-formedness: how many edit replies goldenloop could apply."""
+    asked = ", ".join(f"{name} {count}" for name, count in sorted(summary.formats_asked.items())) or DASH
+    return [
+        name or summary.label,
+        share(summary.first_applied, summary.first_replies),
+        share(summary.replies_applied, summary.replies),
+        asked,
+        str(summary.repeats_asked_again),
+        str(summary.repeats_counted),
+    ]
+
+
 def table(head: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -86,6 +109,7 @@ def render(results: ResultFile) -> str:
     """The whole report of one result file: modes, then problems."""
     modes = list(results.modes)
     summaries = [summary_row(summarize(results, m)) for m in modes]
+    replies = [replies_row(summarize(results, m)) for m in modes if m != "control"]
     rows = [
         [pid, *(outcome_text(results.modes[m].problems.get(pid)) for m in modes)] for pid in results.selection
     ]
@@ -95,6 +119,10 @@ def render(results: ResultFile) -> str:
             header(results),
             "Pass rate after attempt k, cumulative, over all selected problems:",
             table(SUMMARY_HEAD, summaries),
+            "Edit replies: the share goldenloop could apply (first attempts, then every reply, "
+            "re-asks included), the formats asked for, and retries that gave back a failed "
+            "attempt's code (asked again; still the same, so counted as a failed attempt):",
+            table(REPLIES_HEAD, replies) if replies else "None.",
             "## Per problem",
             "`pass at k`: passed at attempt k; `fail (n)`: not passed after n attempts; "
             f"`{DASH}`: not run yet.",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -36,10 +37,20 @@ class ProblemResult(CamelModel):
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float | None = 0.0  # None: some call had no known price
+    # None: some call had no known price. The default is None too, so a file that
+    # leaves the key out (an unknown cost is not written) reads back as unknown, not $0.
+    cost_usd: float | None = None
     wall_s: float = 0.0
     convergence: str | None = None  # why the attempts stopped (passed, max_retries, ...)
     reason: str = ""
+    # How the model's replies went: the first attempt's reply applied, every edit reply
+    # (re-asks included) and those applied, and replies that gave back failed code.
+    first_applied: bool | None = None
+    replies: int = 0
+    replies_applied: int = 0
+    repeats_asked_again: int = 0
+    repeats_counted: int = 0
+    formats_asked: dict[str, int] = Field(default_factory=dict)
 
 
 class ModeSettings(CamelModel):
@@ -125,8 +136,14 @@ def result_from_repo(repo_dir: Path, task_id: str, wall_s: float) -> ProblemResu
         wall_s=round(wall_s, 3),
         convergence=convergence,
         reason=str(task.get("closeReason") or "")[:300],
+        cost_usd=0.0,
+        first_applied=attempts[0].outcome != "edit_failed" if attempts else None,
+        repeats_counted=sum(a.outcome == "repeat" for a in attempts),
     )
-    _add_model_calls(result, repo_dir)
+    for attempt in attempts:
+        if attempt.format_asked:
+            result.formats_asked[attempt.format_asked] = result.formats_asked.get(attempt.format_asked, 0) + 1
+    _add_run_events(result, repo_dir)
     return result
 
 
@@ -137,21 +154,27 @@ def _count_lines(path: Path) -> int:
         return 0
 
 
-def _add_model_calls(result: ProblemResult, repo_dir: Path) -> None:
-    """Sum the `model_call` events of every run log of the repository."""
+def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:
+    """Sum the model calls, edit replies and re-asks of every run log of the repository."""
+    not_applied = 0
     for path in sorted((repo_dir / ".openagents" / "runs").glob("*.jsonl")):
         for line in path.read_bytes().splitlines():
             try:
                 event = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue  # a line torn by a kill
-            if event.get("event") != "model_call":
+            kind = event.get("event")
+            not_applied += kind == "edit_failed"
+            result.repeats_asked_again += kind == "repeat" and event.get("action") == "asked again"
+            if kind != "model_call":
                 continue
+            result.replies += event.get("purpose") == "execute"
             result.calls += 1
             result.input_tokens += event.get("inputTokens") or 0
             result.output_tokens += event.get("outputTokens") or 0
             cost = event.get("costUsd")
             result.cost_usd = None if cost is None or result.cost_usd is None else result.cost_usd + cost
+    result.replies_applied = result.replies - not_applied
 
 
 # -- figures --------------------------------------------------------------------------
@@ -172,6 +195,13 @@ class ModeSummary(CamelModel):
     output_tokens: int
     cost_usd: float | None
     wall_s: float
+    first_replies: int  # problems whose first attempt's reply is on record
+    first_applied: int
+    replies: int
+    replies_applied: int
+    repeats_asked_again: int
+    repeats_counted: int
+    formats_asked: dict[str, int]
 
 
 def summarize(results: ResultFile, mode: str, max_attempts: int = 4) -> ModeSummary:
@@ -200,4 +230,19 @@ def summarize(results: ResultFile, mode: str, max_attempts: int = 4) -> ModeSumm
         output_tokens=sum(r.output_tokens for r in rows),
         cost_usd=cost,
         wall_s=record.wall_s,
+        first_replies=sum(r.first_applied is not None for r in rows),
+        first_applied=sum(bool(r.first_applied) for r in rows),
+        replies=sum(r.replies for r in rows),
+        replies_applied=sum(r.replies_applied for r in rows),
+        repeats_asked_again=sum(r.repeats_asked_again for r in rows),
+        repeats_counted=sum(r.repeats_counted for r in rows),
+        formats_asked=_added(r.formats_asked for r in rows),
     )
+
+
+def _added(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for count in counts:
+        for key, value in count.items():
+            total[key] = total.get(key, 0) + value
+    return total

@@ -10,6 +10,7 @@ problems, and goldenloop's own crash recovery takes back a problem a kill interr
     python bench/humaneval/run.py --model gpt-4o --limit 20 --parallel 4
     python bench/humaneval/run.py --model openai/qwen2.5-coder --problems 0,5,17 --modes single,reflexion
     python bench/humaneval/run.py --smoke            # offline, the scripted model, 5 problems
+    python bench/humaneval/run.py --model M --control   # and the model asked directly, beside them
 
 Exit codes: 0 done, 1 the run stopped (the model refused or unreachable, or the smoke
 mechanics broke), 2 usage error, 130 interrupted (run again to resume).
@@ -33,12 +34,14 @@ from dataclasses import dataclass, field
 import anyio
 
 from bench.humaneval.build import build_repo, project_config
-from bench.humaneval.modes import FIXED_TRIALS, MAX_ATTEMPTS, MODES, Mode, parse_modes
+from bench.humaneval.control import run_control
+from bench.humaneval.modes import CONTROL, FIXED_TRIALS, MAX_ATTEMPTS, MODES, Mode, parse_modes
 from bench.humaneval.problems import Problem, ProblemError, dataset_info, load_problems, parse_ids, select
 from bench.humaneval.report import write_markdown
 from bench.humaneval.results import ModeRecord, ModeSettings, ResultFile, result_from_repo
 from orchestrator.overnight import Budget, OvernightOptions, RepoReport, run_overnight_async
 from orchestrator.session import Overrides
+from reflection.llm import LiteLLMModel, ModelError
 
 log = logging.getLogger("goldenloop.bench.humaneval")
 
@@ -65,6 +68,13 @@ class RunOptions:
     out: Path | None = None  # None: <work>/results.json
     verify_timeout_s: float = 60.0
     model_timeout_s: float = 120.0
+    reflection_timeout_s: float | None = None  # None: model_timeout_s
+    edit_format: str = "auto"
+    temperature: float | None = None  # None: the provider's default
+
+    @property
+    def reflection_seconds(self) -> float:
+        return self.reflection_timeout_s or self.model_timeout_s
 
     @property
     def results_path(self) -> Path:
@@ -82,7 +92,8 @@ async def run_benchmark(options: RunOptions) -> ResultFile:
     results = open_results(options)
     try:
         for mode in options.modes:
-            await ModeRun(options, results, mode).run()
+            runner = ControlRun if mode.name == CONTROL.name else ModeRun
+            await runner(options, results, mode).run()
     finally:
         write_markdown(results, options.markdown_path)
     return results
@@ -103,6 +114,9 @@ def protocol(options: RunOptions) -> dict[str, object]:
         "testsHidden": True,
         "verifySeconds": options.verify_timeout_s,
         "modelSeconds": options.model_timeout_s,
+        "reflectionSeconds": options.reflection_seconds,
+        "editFormat": options.edit_format,
+        "temperature": options.temperature,
     }
 
 
@@ -121,7 +135,8 @@ def open_results(options: RunOptions) -> ResultFile:
     elif results.protocol != protocol(options):
         raise HarnessError(
             f"{path} was started with other settings ({results.protocol}); resume with the same "
-            "--verify-timeout and --model-timeout, or pass another --work or --out",
+            "--verify-timeout, --model-timeout, --reflection-timeout and --edit-format, or pass "
+            "another --work or --out",
             EXIT_USAGE,
         )
     results.selection = list(dict.fromkeys([*results.selection, *(p.task_id for p in options.problems)]))
@@ -141,6 +156,8 @@ class ModeRun:
         self.config = project_config(
             mode, options.model,
             verify_timeout_s=options.verify_timeout_s, model_timeout_s=options.model_timeout_s,
+            reflection_timeout_s=options.reflection_seconds, edit_format=options.edit_format,
+            temperature=options.temperature,
         )
         self.stop_reason: str | None = None
         self.unfinished_in_a_row = 0
@@ -198,12 +215,35 @@ class ModeRun:
         (report,) = await run_overnight_async(options)
         return report
 
-    def _unfinished(self, problem: Problem, report: RepoReport) -> None:
-        why = "; ".join(f"{o.status}: {o.reason}" for o in report.outcomes) or report.stop_reason
+    def _unfinished(self, problem: Problem, report: RepoReport | None, why: str = "") -> None:
+        if report is not None:
+            why = "; ".join(f"{o.status}: {o.reason}" for o in report.outcomes) or report.stop_reason
         log.warning("%s %s: no verdict (%s); it runs again on the next run", self.mode.name, problem.task_id, why)
         self.unfinished_in_a_row += 1
         if self.unfinished_in_a_row >= UNFINISHED_TO_STOP:
             self.stop_reason = f"{UNFINISHED_TO_STOP} problems in a row ended without a verdict; last: {why}"
+
+
+class ControlRun(ModeRun):
+    """The model asked directly for each function: the row that goldenloop is measured against."""
+
+    def __init__(self, options: RunOptions, results: ResultFile, mode: Mode) -> None:
+        super().__init__(options, results, mode)
+        self.model = LiteLLMModel(options.model, timeout=options.model_timeout_s, temperature=options.temperature)
+
+    async def _run_problem(self, problem: Problem) -> None:
+        try:
+            result = await run_control(
+                problem, self.model,
+                model_timeout_s=self.options.model_timeout_s, check_timeout_s=self.options.verify_timeout_s,
+            )
+        except ModelError as exc:
+            self._unfinished(problem, None, str(exc))
+            return
+        self.unfinished_in_a_row = 0
+        self.record.problems[problem.task_id] = result
+        self.results.save(self.options.results_path)
+        log.info("%s %s: %s", self.mode.name, problem.task_id, result.outcome)
 
 
 # -- the command ------------------------------------------------------------------------
@@ -227,12 +267,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="the result file (default <work>/results.json)")
     parser.add_argument("--verify-timeout", type=float, default=60.0, help="seconds per test run")
     parser.add_argument("--model-timeout", type=float, default=120.0, help="seconds per model call")
+    parser.add_argument(
+        "--reflection-timeout", type=float, help="seconds per reflection call (default: --model-timeout)"
+    )
+    parser.add_argument(
+        "--edit-format", default="auto", choices=["auto", "whole", "search-replace", "diff"],
+        help="the executor's editFormat (default auto)",
+    )
+    parser.add_argument(
+        "--temperature", type=float, help="sampling temperature of every call (default: the provider's; 0: greedy)"
+    )
+    parser.add_argument(
+        "--control", action="store_true", help="also ask the model directly, once per problem, for comparison"
+    )
     parser.add_argument("--smoke", action="store_true", help="offline: the scripted model on 5 problems")
     args = parser.parse_args(argv)
     if args.parallel < 1:
         parser.error("--parallel must be 1 or more")
     if not args.smoke and not args.model:
         parser.error("--model is required (or --smoke)")
+    if args.temperature is not None and not 0 <= args.temperature <= 2:
+        parser.error("--temperature must be between 0 and 2")
+    for name in ("verify_timeout", "model_timeout", "reflection_timeout"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be more than 0 seconds")
     return args
 
 
@@ -240,6 +299,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     ids = parse_ids(args.problems) if args.problems else None
     problems = select(load_problems(), ids=ids, limit=args.limit)
     modes = parse_modes(args.modes)
+    if args.control and CONTROL not in modes:
+        modes.append(CONTROL)
     if args.smoke:
         from bench.humaneval.smoke import smoke_options
 
@@ -254,6 +315,9 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         out=args.out,
         verify_timeout_s=args.verify_timeout,
         model_timeout_s=args.model_timeout,
+        reflection_timeout_s=args.reflection_timeout,
+        edit_format=args.edit_format,
+        temperature=args.temperature,
     )
 
 

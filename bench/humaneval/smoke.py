@@ -1,11 +1,16 @@
 """The offline smoke run: the scripted model on 5 problems, checking mechanics, not skill.
 
-The script answers from each problem's canonical solution, so the outcomes are known in
+The script answers from each problem's canonical solution, in the shape small models
+write (the file's path, then the code in a fenced block), so the outcomes are known in
 advance: the first three problems are solved at the first attempt, the fourth never
 (every reply returns None), and the fifth is solved at the second attempt only when
 the retry prompt carries a reflection — its right answer is keyed on "Reflections on
 earlier attempts", so with reflexion off the wrong answer is all a retry ever gets.
-`check_mechanics` says what of that did not happen; it never judges a pass rate.
+A retry that gives back the failed code is asked again and then counted without being
+tested, so the fourth problem's retries are repeats and earn no reflection. The control
+(`--control`) gets the right function for the first three problems and the wrong one
+for the others. `check_mechanics` says what of that did not happen; it never judges a
+pass rate.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from bench.humaneval.build import SOLUTION, solution_text
-from bench.humaneval.modes import MODES, Mode
+from bench.humaneval.modes import CONTROL, MODES, Mode
 from bench.humaneval.problems import Problem, ProblemError
 from bench.humaneval.results import ResultFile
 from bench.humaneval.run import RunOptions
@@ -39,7 +44,11 @@ def roles(problems: list[Problem]) -> dict[str, Role]:
 
 
 def _file_reply(text: str) -> str:
-    return f"{SOLUTION}\n<<<<<<< FILE\n{text}>>>>>>> FILE\n"
+    return f"{SOLUTION}\n```python\n{text}```\n"
+
+
+def _control_reply(problem: Problem, body: str) -> str:
+    return f"```python\n{solution_text(problem, body)}```\n"
 
 
 def script_replies(problems: list[Problem]) -> list[dict[str, object]]:
@@ -53,6 +62,9 @@ def script_replies(problems: list[Problem]) -> list[dict[str, object]]:
         if role == "with_reflection":
             replies.append({"match": asked + r"[\s\S]*Reflections on earlier attempts", "reply": right, "times": None})
         replies.append({"match": asked, "reply": wrong if role != "at_once" else right, "times": None})
+        body = problem.canonical_solution if role == "at_once" else WRONG_BODY
+        direct = r"^Implement this Python function[\s\S]*def " + problem.entry_point + r"\("
+        replies.append({"match": direct, "reply": _control_reply(problem, body), "times": None})
     replies.append({"match": "Failure digest", "reply": json.dumps(REFLECTION), "times": None})
     return replies
 
@@ -94,6 +106,8 @@ def expected(role: Role, mode: Mode) -> tuple[int | None, int]:
     """(attempt that passes or None, attempts made) for a role in a mode."""
     if role == "at_once":
         return 1, 1
+    if mode.name == CONTROL.name:
+        return None, 1
     if role == "with_reflection" and mode.reflexion and mode.max_attempts >= 2:
         return 2, 2
     return None, mode.max_attempts
@@ -115,10 +129,15 @@ def check_mechanics(results: ResultFile, options: RunOptions) -> list[str]:
                     f"{mode.name} {problem_id} ({role}): passed at {result.passed_at} after "
                     f"{result.attempts} attempt(s), expected {want[0]} after {want[1]}"
                 )
-            # One per failed attempt that has a retry after it.
-            wanted_reflections = want[1] - 1 if mode.reflexion else 0
+            # The first failure is reflected on; the retries that repeat it are not.
+            wanted_reflections = 1 if mode.reflexion and want[1] >= 2 else 0
             if result.reflections != wanted_reflections:
                 broken.append(
                     f"{mode.name} {problem_id}: {result.reflections} reflection(s), expected {wanted_reflections}"
+                )
+            wanted_repeats = want[1] - 1 if want[0] is None else 0
+            if result.repeats_counted != wanted_repeats:
+                broken.append(
+                    f"{mode.name} {problem_id}: {result.repeats_counted} repeat(s) counted, expected {wanted_repeats}"
                 )
     return broken
