@@ -36,7 +36,7 @@ from orchestrator.executors import ExecutionRequest, ExecutionResult, Executor
 from orchestrator.judge import Judge, Judgement
 from orchestrator.metering import Meter
 from orchestrator.preflight import Baseline, preflight
-from orchestrator.prompt import LastAttempt, attempt_prompt, repeat_nudge
+from orchestrator.prompt import LastAttempt, attempt_prompt, start_over
 from orchestrator.repo import Repo
 from orchestrator.runlog import RunLog
 from orchestrator.tasks import Task, TaskBoard
@@ -260,7 +260,7 @@ class GoldenLoop:
         started = time.monotonic()
         request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=shown, hint_paths=run.changed)
         try:
-            executed, same_as = await self._execute(task, subtask, run, request)
+            executed, same_as = await self._execute(task, plan, subtask, run, request)
         except ModelError as exc:
             if exc.kind in TASK_MODEL_ERRORS:  # this task's prompt is the problem: retries cannot help
                 reason = f"the model refused this task's prompt: {exc}"
@@ -358,9 +358,10 @@ class GoldenLoop:
         return None
 
     async def _execute(
-        self, task: Task, subtask: Subtask, run: _Attempts, request: ExecutionRequest
+        self, task: Task, plan: SubtaskPlan, subtask: Subtask, run: _Attempts, request: ExecutionRequest
     ) -> tuple[ExecutionResult, int | None]:
-        """Run the executor; a retry that gives back a failed attempt's code is asked once more.
+        """Run the executor; a retry that gives back a failed attempt's code is asked once more,
+        from the subtask's start, told how that code failed but not shown it.
 
         Returns the result and, when its tree is still one a failed attempt left, that
         attempt's number: verifying it again would only repeat a known verdict.
@@ -372,12 +373,11 @@ class GoldenLoop:
             return executed, None
         p.runlog.event("repeat", taskId=task.id, subtaskId=subtask.id, attempt=request.attempt,
                        sameAs=same_as, action="asked again")
-        # A fresh start: with its failed code in front of it, a model copies it again.
         await self._reset_tree(run, None)
-        earlier = next((s for s in run.snapshots if s.number == same_as), None)
-        nudge = repeat_nudge(same_as, run.failures.get(same_as, ""), earlier.diff if earlier else "")
+        fresh = self._prompt(task, plan, subtask, None)
+        block = start_over(same_as, run.failures.get(same_as, ""))
         again = request.model_copy(
-            update={"prompt": f"{request.prompt}\n\n{nudge}", "temperature": REASK_TEMPERATURE}
+            update={"prompt": f"{fresh}\n\n{block}", "temperature": REASK_TEMPERATURE}
         )
         executed = await p.executor.execute(again)
         return executed, await self._same_as_failed(run, executed)
@@ -410,16 +410,14 @@ class GoldenLoop:
         run.patches[shown] = run.patches.get(same_as, "")
         failure = run.failures.get(same_as, "")
         run.failures[shown] = failure
-        run.start = same_as
+        await self._reset_tree(run, None)  # the next attempt starts over, too
+        run.start = None
         if same_as in run.scores:
             score = dataclasses.replace(run.scores[same_as], number=shown)
             decision = run.last_decision = run.tracker.record(score)
             p.runlog.event("progress", taskId=task.id, subtaskId=subtask.id, attempt=shown, **decision.as_event())
             if decision.action == "stop" and shown < self.max_attempts:
                 return await self._escalate(task, plan, subtask, run, decision.reason or Convergence.PLATEAU)
-            if decision.action == "rollback" and decision.rollback_to in run.patches:
-                await self._roll_back(task, subtask, run, decision.rollback_to)
-                run.start = decision.rollback_to
         run.last = LastAttempt(shown, diff, failure, repeat_of=same_as)
         return None
 

@@ -56,20 +56,19 @@ def attempt_prompt(
     return "\n\n".join(parts)
 
 
-def repeat_nudge(number: int, failure: str, diff: str = "") -> str:
-    """Added to a prompt whose reply gave back the code of failed attempt `number`.
+def start_over(number: int, failure: str, *, by: int | None = None) -> str:
+    """The block of a prompt that starts over after attempt `number`'s code came back again.
 
-    The tree is back at the subtask's start when this is asked: the files below no longer
-    hold the failed code, which is quoted here as what not to write.
+    The tree is back at the subtask's start, and that code is not shown: with its failed
+    code in front of it, a small model copies it once more.
     """
-    quoted = f":\n```\n{_clip(failure, FAILURE_LIMIT)}\n```" if failure else "."
-    code = f"\nThe code that failed:\n```diff\n{_clip(diff, DIFF_LIMIT)}\n```" if diff else ""
+    who = f"Attempt {by}" if by is not None else "Your reply"
     return (
-        f"## Your reply repeated attempt {number}\n"
-        f"Your reply gave back exactly the code of attempt {number}, which already failed{quoted}{code}\n"
-        "Sending the same code again cannot pass. The files below are back to how they were "
-        "before the first attempt: start over, and write a different implementation that "
-        "avoids that mistake."
+        f"## Start over\n"
+        f"{who} gave back exactly the code of attempt {number}, which fails like this:\n"
+        f"```\n{_clip(failure, FAILURE_LIMIT)}\n```\n"
+        "Sending that code again cannot pass. The files below are back to how they were before "
+        "the first attempt: write a new implementation that avoids this failure."
     )
 
 
@@ -81,13 +80,7 @@ def _last_attempt_block(last: LastAttempt) -> str:
             f"tested. Why:\n```\n{last.failure}\n```"
         )
     if last.repeat_of is not None:
-        return (
-            f"## Attempt {last.number} repeated attempt {last.repeat_of}\n"
-            f"Attempt {last.number} gave back the code of attempt {last.repeat_of} unchanged, even when "
-            f"asked for a different one. That code fails like this:\n"
-            f"```\n{_clip(last.failure, FAILURE_LIMIT)}\n```\n"
-            "Do not send it again: rethink the approach and write different code."
-        )
+        return start_over(last.repeat_of, last.failure, by=last.number)
     diff = last.diff or "(the attempt changed no files)"
     if len(diff) > DIFF_LIMIT:
         diff = diff[:DIFF_LIMIT] + f"\n[... {len(diff) - DIFF_LIMIT} characters omitted ...]"

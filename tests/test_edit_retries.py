@@ -108,7 +108,9 @@ def test_two_unapplicable_replies_switch_to_whole_files(git_repo: Path) -> None:
 
 def test_a_retry_that_gives_back_the_failed_code_is_asked_again_not_tested_again(git_repo: Path) -> None:
     replies = [
-        {"match": "Your reply repeated attempt 1", "reply": fenced("calc.py", CALC_FIXED)},
+        # The re-ask starts over: the failed code is neither in the files nor quoted.
+        {"match": r"^(?![\s\S]*abs\(a\))[\s\S]*Start over\nYour reply gave back exactly the code of attempt 1",
+         "reply": fenced("calc.py", CALC_FIXED)},
         {"match": "Task T-1", "reply": fenced("calc.py", CALC_ABS), "times": None},
         {"match": "Failure digest", "reply": "not JSON: the heuristic reflects instead", "times": None},
     ]
