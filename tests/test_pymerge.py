@@ -68,15 +68,22 @@ def test_a_class_with_only_the_changed_method_keeps_its_other_methods() -> None:
     assert "return self.w * self.h" in merged and "return 0" not in merged
 
 
-def test_a_block_defining_every_function_is_the_whole_file() -> None:
+def test_a_block_with_everything_the_file_has_is_the_whole_file() -> None:
     block = (
-        "def area(r):\n    return math.pi * r ** 2\n\n\ndef scaled(values):\n    return values\n\n\n"
-        "class Box:\n    pass\n"
+        '"""Shapes, whole."""\n\nSCALE = 3\n\n\ndef area(r):\n    return math.pi * r ** 2\n\n\n'
+        "def scaled(values):\n    return values\n\n\nclass Box:\n    pass\n"
     )
     merged = merge_python(MODULE, block)
-    assert "SCALE = 2" not in merged  # the model rewrote the file: its choice
-    assert merged.startswith("import math\n")  # but the import it still uses is kept
-    assert "from typing import List" not in merged  # and the one it no longer uses is not
+    assert merged.startswith('"""Shapes, whole."""\n\nimport math\n')  # a forgotten import it uses is kept
+    assert "from typing import List" not in merged  # the one it no longer uses is not
+    assert "def __init__" not in merged  # the model rewrote the file: its choice
+
+
+def test_a_file_with_a_docstring_and_one_function_keeps_the_docstring_and_constants() -> None:
+    original = '"""Slugs."""\n\nimport re\n\nSEPARATOR = "-"\n\n\ndef slugify(t):\n    raise NotImplementedError\n'
+    merged = merge_python(original, "def slugify(t):\n    return SEPARATOR.join(re.findall(r'\\w+', t))\n")
+    assert merged.startswith('"""Slugs."""\n\nimport re\n\nSEPARATOR = "-"\n')
+    assert "NotImplementedError" not in merged
 
 
 def test_an_assignment_is_replaced_by_name() -> None:

@@ -4,9 +4,10 @@ Models asked for a file often write just the function they changed, with or with
 its imports, and leave out the helpers around it. Replacing the file with that would
 delete the helpers, so a block is read as follows:
 
-- It is the **whole file** when it defines every top-level function and class the file
-  has (or the file has none). Imports of the old file that the block still uses but
-  forgot are kept.
+- It is the **whole file** when it has everything the file has at the top level: every
+  function, class and assignment by name, a module docstring if the file has one, as
+  many other statements. Imports of the old file that the block still uses but forgot
+  are kept.
 - Otherwise it is a **fragment**: each top-level function, class or assignment in it
   replaces the one of the same name (a class that lacks some of the old methods has its
   methods merged the same way), new ones go before the first replaced one, missing
@@ -49,9 +50,7 @@ def merge_python(original: str, block: str) -> str:
     """The new text of a Python file holding `original` once `block` is put into it."""
     old_lines, new_lines = original.splitlines(), block.splitlines()
     old, new = units(original), units(block)
-    old_defs = {u.name for u in old if u.kind == "def"}
-    new_defs = {u.name for u in new if u.kind == "def"}
-    if not old_defs or old_defs <= new_defs:
+    if _is_whole(old, new):
         return _text(_with_imports(new_lines, new, _forgotten_imports(old_lines, old, new, block)))
     if not any(u.kind in ("def", "assign", "import") for u in new):
         raise EditError(
@@ -59,6 +58,21 @@ def merge_python(original: str, block: str) -> str:
             "write the whole file, or the complete functions you change"
         )
     return _text(_merge(old_lines, old, new_lines, new))
+
+
+def _is_whole(old: list[Unit], new: list[Unit]) -> bool:
+    """Whether `new` has a counterpart for everything `old` has, imports aside."""
+    def named(found: list[Unit]) -> set[tuple[str, str]]:
+        return {(u.kind, u.name) for u in found if u.kind in ("def", "assign")}
+
+    def count(found: list[Unit], kind: str) -> int:
+        return sum(u.kind == kind for u in found)
+
+    return (
+        named(old) <= named(new)
+        and count(old, "docstring") <= count(new, "docstring")
+        and count(old, "other") <= count(new, "other")
+    )
 
 
 def units(text: str) -> list[Unit]:
@@ -148,7 +162,7 @@ def _merge(
     imports = [new_lines[u.start : u.end] for u in new if u.kind == "import" and u.name not in old_imports]
 
     out: list[str] = []
-    cursor, import_at, added = 0, None, not additions
+    cursor, import_at, added, after_docstring = 0, None, not additions, False
     for unit in old:
         out += old_lines[cursor : unit.start]
         key = (unit.kind, unit.name)
@@ -161,13 +175,13 @@ def _merge(
         else:
             out += old_lines[unit.start : unit.end]
         if unit.kind in ("import", "docstring"):
-            import_at = len(out)
+            import_at, after_docstring = len(out), unit.kind == "docstring"
         cursor = unit.end
     out += old_lines[cursor:]
     if not added:
         for addition in additions:
             out += [*blank, *new_lines[addition.start : addition.end]]
-    return _insert_imports(out, imports, import_at)
+    return _insert_imports(out, imports, import_at, after_docstring=after_docstring)
 
 
 def _replacement(old_lines: list[str], old: Unit, new_lines: list[str], new: Unit) -> list[str]:
@@ -184,12 +198,16 @@ def _replacement(old_lines: list[str], old: Unit, new_lines: list[str], new: Uni
     return header + merged[old_body[0].start :]
 
 
-def _insert_imports(lines: list[str], imports: list[list[str]], at: int | None) -> list[str]:
+def _insert_imports(
+    lines: list[str], imports: list[list[str]], at: int | None, *, after_docstring: bool = False
+) -> list[str]:
     if not imports:
         return lines
     added = [line for block in imports for line in block]
     if at is None:  # no imports or docstring: at the top, set off by a blank line
         return [*added, "", *lines]
+    if after_docstring:
+        added = ["", *added]
     return [*lines[:at], *added, *lines[at:]]
 
 
@@ -214,13 +232,13 @@ def _bound_names(unit: Unit) -> set[str]:
 
 
 def _with_imports(lines: list[str], found: list[Unit], imports: list[list[str]]) -> list[str]:
-    at = None
+    at, after_docstring = None, False
     for unit in found:
         if unit.kind in ("import", "docstring"):
-            at = unit.end
+            at, after_docstring = unit.end, unit.kind == "docstring"
         elif at is not None or unit.kind != "other":
             break
-    return _insert_imports(lines, imports, at)
+    return _insert_imports(lines, imports, at, after_docstring=after_docstring)
 
 
 def _text(lines: list[str]) -> str:
