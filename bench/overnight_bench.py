@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import pstats
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path

@@ -12,7 +12,6 @@ import pytest
 from projects import (
     CALC,
     FIX_ADD,
-    PY,
     REFLECTION,
     WRONG_ADD,
     git,
@@ -201,7 +200,7 @@ def _alive(pid: int) -> bool:
 def test_edit_escaping_the_repository_is_refused(git_repo, tmp_path):
     outside = tmp_path / "outside.txt"
     replies = [
-        {"match": "Task T-1", "reply": f"../outside.txt\n<<<<<<< FILE\npwned\n>>>>>>> FILE\n"},
+        {"match": "Task T-1", "reply": "../outside.txt\n<<<<<<< FILE\npwned\n>>>>>>> FILE\n"},
         {"match": "Task T-1", "reply": FIX_ADD},
     ]
     repo = make_project(git_repo, replies)
