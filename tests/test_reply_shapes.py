@@ -122,6 +122,7 @@ def test_search_replace_under_the_wrong_folder_applies_to_the_only_file_of_that_
     "label",
     [
         "solution.py",
+        "./solution.py",
         "**solution.py**",
         "### File: solution.py",
         "Here is the updated `solution.py`:",
@@ -281,3 +282,35 @@ def test_a_name_two_files_share_is_ambiguous(repo: Path) -> None:
 def test_a_reply_with_no_code_is_refused(repo: Path, reply: str) -> None:
     with pytest.raises(EditError, match="holds no code"):
         apply(repo, reply)
+
+
+# --------------------------------------------------------------------------- hostile replies
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("../outside.py\n```python\nprint('escaped')\n```\n", "outside the repository"),
+        (".git/hooks/pre-commit\n```sh\n#!/bin/sh\nexit 0\n```\n", "inside .git"),
+        (".openagents/project.json\n```json\n{\"testCommands\": [\"true\"]}\n```\n", "goldenloop's own state"),
+    ],
+)
+def test_a_reply_aimed_outside_the_work_is_refused(repo: Path, reply: str, reason: str) -> None:
+    (repo / ".openagents").mkdir()
+    (repo / ".openagents" / "project.json").write_text("{}\n")
+    with pytest.raises(EditError, match=reason):
+        apply(repo, reply)
+    assert (repo / ".openagents" / "project.json").read_text() == "{}\n"
+    assert not (repo.parent / "outside.py").exists()
+
+
+def test_code_too_deeply_nested_to_parse_is_still_read_without_a_crash(repo: Path) -> None:
+    deep = "x = " + "-" * 200_000 + "1\n"
+    assert apply(repo, f"lib/deep.py\n```python\n{deep}```\n") == ["lib/deep.py"]  # a new file
+    assert apply(repo, f"solution.py\n```python\n{deep}```\n") == ["solution.py"]  # merged by its lines
+    assert (repo / "solution.py").read_text().startswith(SOLUTION.rstrip("\n"))
+
+
+def test_files_without_an_extension_can_be_named_before_a_block(repo: Path) -> None:
+    reply = "Makefile\n```make\ntest:\n\tpytest -q\n```\n\nbin/check\n```sh\n#!/bin/sh\nmake test\n```\n"
+    assert sorted(apply(repo, reply)) == ["Makefile", "bin/check"]

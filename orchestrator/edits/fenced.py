@@ -23,6 +23,11 @@ _EXTENSIONS = (
     "lua pl r jl ex exs erl hs ml dart gradle"
 ).split()
 _PATHLIKE = re.compile(r"^[\w.@+-]*(?:/[\w.@+-]+)*\.(?:" + "|".join(_EXTENSIONS) + r")$", re.IGNORECASE)
+# Files without an extension count as a path when alone on the line before a block.
+_NO_EXTENSION = re.compile(
+    r"^(?:[\w.@+-]+/)*(?:Makefile|Dockerfile|Containerfile|Procfile|Gemfile|Rakefile|Justfile|"
+    r"Vagrantfile|LICENSE|README|CODEOWNERS|\.[\w.-]+)$|^(?:[\w.@+-]+/)+[\w@+-]+$"
+)
 _TOKEN = re.compile(r"[\w./@+-]+")
 _COMMENT_PATH = re.compile(
     r"^\s*(?:#|//|--|;|/\*|<!--)\s*(?:(?:file|path|filename)\s*:\s*)?(?P<path>\S+?)\s*(?:\*/|-->)?\s*$",
@@ -123,9 +128,9 @@ def label_path(label: str) -> str:
     """The path a line before a block names: the whole line, or the one path-like token."""
     if not label:
         return ""
-    whole = clean_path(label)
-    if whole and _PATHLIKE.match(whole.rstrip(":")):
-        return whole.rstrip(":")
+    whole = (clean_path(label) or "").rstrip(":")
+    if whole and (_PATHLIKE.match(whole) or _NO_EXTENSION.match(whole)):
+        return whole
     tokens = {t.strip(".:,;()") for t in _TOKEN.findall(label.replace("`", " ").replace("*", " "))}
     paths = [t for t in tokens if _PATHLIKE.match(t) and not t.startswith(".")]
     return paths[0] if len(paths) == 1 else ""

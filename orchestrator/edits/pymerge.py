@@ -78,7 +78,7 @@ def _is_whole(old: list[Unit], new: list[Unit]) -> bool:
 def units(text: str) -> list[Unit]:
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # deep nesting: the parser gives up
         return _units_by_lines(text.splitlines())
     return _units_of(tree.body)
 
@@ -265,7 +265,7 @@ def with_body(original: str, name: str, body: str) -> str | None:
     """
     try:
         tree = ast.parse(original)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # deep nesting: the parser gives up
         return None
     node = next(
         (n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name), None

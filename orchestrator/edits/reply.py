@@ -61,6 +61,6 @@ def _is_code(reply: str) -> bool:
     """A reply that is nothing but Python defining something (no prose around it)."""
     try:
         tree = ast.parse(reply)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # deep nesting: the parser gives up
         return False
     return any(isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) for node in tree.body)
