@@ -188,7 +188,20 @@ async def generate_reflection(
     except Exception as exc:  # noqa: BLE001 - any model trouble means: use the heuristic
         log.warning("reflection by %s failed (%s); using the heuristic", model.name, _why(exc))
         return _reflection(ctx, classify(ctx), source="heuristic", reply=reply)
+    if _said_before(draft, previous):
+        # A small model asked again tends to write the same reflection word for word; a
+        # lesson that did not help the last retry will not help the next one.
+        log.info("reflection by %s repeats an earlier one; using the heuristic", model.name)
+        return _reflection(ctx, classify(ctx), source="heuristic", reply=reply)
     return _reflection(ctx, draft, source="llm", reply=reply)
+
+
+def _said_before(draft: ReflectionDraft, previous: Sequence[Reflection]) -> bool:
+    def words(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    said = {(words(r.analysis), words(r.suggestion)) for r in previous}
+    return (words(draft.analysis), words(draft.suggestion)) in said
 
 
 def _why(exc: BaseException) -> str:

@@ -97,6 +97,18 @@ async def test_malformed_replies_fall_back_to_a_valid_heuristic_reflection(tmp_p
 
 
 @pytest.mark.anyio
+async def test_a_reflection_that_repeats_an_earlier_one_is_replaced_by_the_heuristic(tmp_path):
+    model = model_answering(tmp_path, json.dumps(GOOD), json.dumps(GOOD))
+    first = await generate_reflection(context(), model)
+    # The same words again (case and spacing aside) after the next attempt failed the same way.
+    second = await generate_reflection(context(attempt_number=2, previous_signature="abc123"), model,
+                                       previous=[first])
+    assert first.source == "llm"
+    assert second.source == "heuristic" and second.analysis != first.analysis
+    assert second.usage is not None and second.usage.input_tokens  # the call still counts
+
+
+@pytest.mark.anyio
 async def test_a_model_error_or_timeout_falls_back(tmp_path):
     name = scripted_script([{"error": "auth"}, {"reply": json.dumps(GOOD), "delay": 5}], dir=tmp_path)
     model = LiteLLMModel(name, backoff_s=0.001, max_attempts=1)
