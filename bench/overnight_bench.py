@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 import anyio
-
 from benchkit import backlog_repo
-from orchestrator.overnight import Budget, OvernightOptions, RepoReport, run_overnight_async
+
+from orchestrator.batch.engine import Budget, OvernightOptions, RepoReport, run_overnight_async
+from orchestrator.batch.worktree import Worktrees
 from orchestrator.session import Overrides
-from orchestrator.worktree import Worktrees
 from reflection.scripted import register_scripted_provider, reset_scripted_state
 
 

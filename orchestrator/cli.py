@@ -64,7 +64,7 @@ def _add_shared(parser: argparse.ArgumentParser) -> None:
 
 def do_one_task_main(argv: list[str] | None = None) -> int:
     args = do_one_task_parser().parse_args(argv)
-    from orchestrator.commands import do_one_task  # heavy imports only now
+    from orchestrator.commands.do_one_task import do_one_task  # heavy imports only now
 
     return do_one_task(args)
 
@@ -89,9 +89,9 @@ def overnight_parser() -> argparse.ArgumentParser:
 
 def overnight_main(argv: list[str] | None = None) -> int:
     args = overnight_parser().parse_args(argv)
-    from orchestrator.commands import overnight
+    from orchestrator.commands.overnight import run_overnight
 
-    return overnight(args)
+    return run_overnight(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import git
-from git.refs.symbolic import SymbolicReference
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+from git.refs.symbolic import SymbolicReference
 
 logger = logging.getLogger("goldenloop.repo")
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from orchestrator.budget import SpendLimit, combine
 from orchestrator.config import ConfigError, ProjectConfig, load_config
-from orchestrator.decompose import SubtaskPlan
 from orchestrator.executors import BuiltinExecutor, CommandExecutor, Executor
 from orchestrator.executors.format_choice import FormatChooser, FormatHistory, format_for_model
 from orchestrator.fileio import LockTimeout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
-from orchestrator.loop import GoldenLoop, LoopParts, TaskOutcome
+from orchestrator.loop.golden import GoldenLoop, LoopParts, TaskOutcome
+from orchestrator.loop.plan import SubtaskPlan
 from orchestrator.metering import Meter, MeteredModel
 from orchestrator.repo import OPENAGENTS, Repo, RepoError
 from orchestrator.runlog import RunLog

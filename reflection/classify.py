@@ -18,12 +18,10 @@ from dataclasses import dataclass
 from reflection.classify_edit import classify_edit
 from reflection.digest import read_digest_line
 from reflection.schema import FailureCategory, FailureContext, FailureType, ReflectionDraft
+from reflection.text import shorten
 
 log = logging.getLogger("goldenloop.classify")
 
-_TEXT_MAX = 500  # analysis and suggestion
-_ITEMS_MAX = 5
-_ITEM_MAX = 200
 
 
 def classify(ctx: FailureContext) -> ReflectionDraft:
@@ -142,8 +140,7 @@ def _tests_from_digest(digest: str) -> list[str]:
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return shorten(" ".join(text.split()), limit)
 
 
 def _sentence(text: str) -> str:
@@ -158,13 +155,7 @@ def _draft(
     items: list[str],
     confidence: float,
 ) -> ReflectionDraft:
-    return ReflectionDraft(
-        category=category,
-        analysis=_clip(_sentence(analysis), _TEXT_MAX),
-        suggestion=_clip(_sentence(suggestion), _TEXT_MAX),
-        action_items=[_clip(item, _ITEM_MAX) for item in items if item][:_ITEMS_MAX],
-        confidence=confidence,
-    )
+    return ReflectionDraft.clamped(category, _sentence(analysis), _sentence(suggestion), items, confidence)
 
 
 def _files(ctx: FailureContext) -> str:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 from reflection.schema import FailureCategory, FailureContext, ReflectionDraft
 
-_TEXT_MAX = 500
 _Rule = Callable[[str], tuple[str, str, list[str]] | None]
 
 
@@ -22,13 +21,7 @@ def classify_edit(ctx: FailureContext) -> ReflectionDraft:
         found = rule(error)
         if found is not None:
             analysis, suggestion, items = found
-            return ReflectionDraft(
-                category=FailureCategory.APPROACH_ERROR,
-                analysis=_clip(analysis),
-                suggestion=_clip(suggestion),
-                action_items=items,
-                confidence=0.6,
-            )
+            return ReflectionDraft.clamped(FailureCategory.APPROACH_ERROR, analysis, suggestion, items, 0.6)
     raise AssertionError("the last rule always answers")  # pragma: no cover
 
 
@@ -97,10 +90,6 @@ def _other(error: str) -> tuple[str, str, list[str]]:
         "new code in one fenced code block.",
         ["Re-read the reply format before answering"],
     )
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _TEXT_MAX else text[: _TEXT_MAX - 1].rstrip() + "…"
 
 
 _RULES: tuple[_Rule, ...] = (_cut_off, _missing_file, _no_code, _search_mismatch, _ambiguous, _other)

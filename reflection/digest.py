@@ -24,7 +24,8 @@ import re
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from reflection.parsers import LINE_CLIP, MAX_TESTS, Found, Tool, clip, one_line, parse
+from reflection.parsers import LINE_CLIP, MAX_TESTS, Found, Tool, parse
+from reflection.text import clip_middle, one_line
 
 log = logging.getLogger("goldenloop.digest")
 
@@ -123,7 +124,7 @@ def _render(tool: Tool, command: str | None, found: Found, text: str, budget: in
         tail = _fit_lines(tail_lines, room - 13, from_end=True)
         if tail:
             parts.append("Last lines:\n" + tail)
-    return clip("\n".join(parts), budget)
+    return clip_middle("\n".join(parts), budget)
 
 
 def _header_lines(tool: Tool, command: str | None, found: Found, budget: int) -> list[str]:
@@ -151,7 +152,7 @@ def _tests_line(tests: list[str], limit: int) -> str:
     for test in tests:
         if used + len(test) + 2 > limit and shown:
             break
-        shown.append(clip(test, limit - len(prefix)))
+        shown.append(clip_middle(test, limit - len(prefix)))
         used += len(shown[-1]) + 2
     more = len(tests) - len(shown)
     return prefix + ", ".join(shown) + (f", … (+{more} more)" if more else "")
@@ -164,11 +165,11 @@ def _fit_lines(lines: list[str], room: int, *, from_end: bool) -> str:
     ordered = reversed(lines) if from_end else iter(lines)
     previous_blank = True
     for raw in ordered:
-        line = clip(raw.rstrip(), LINE_CLIP)
+        line = clip_middle(raw.rstrip(), LINE_CLIP)
         if not line and previous_blank:
             continue  # no runs of blank lines, none at the edges
         if not kept and len(line) + 1 > room:
-            line = clip(line, room - 1)  # one long line: show what fits of it
+            line = clip_middle(line, room - 1)  # one long line: show what fits of it
         if used + len(line) + 1 > room:
             break
         kept.append(line)
@@ -233,5 +234,5 @@ def _signature(tool: Tool, found: Found, text: str) -> str:
         essentials += [error.kind, normalise(error.message)[:200], place]
     elif not found.failing_tests:
         last = [line.strip() for line in text[-4000:].splitlines() if line.strip()][-5:]
-        essentials.append([normalise(clip(line, 200)) for line in last])
+        essentials.append([normalise(clip_middle(line, 200)) for line in last])
     return hashlib.sha256(orjson.dumps(essentials)).hexdigest()[:16]

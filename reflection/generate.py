@@ -27,9 +27,6 @@ from reflection.schema import (
 
 log = logging.getLogger("goldenloop.generate")
 
-TEXT_LIMIT = 500
-ITEM_LIMIT = 200
-MAX_ITEMS = 5
 SCAN_LIMIT = 100_000  # a reply longer than this is not a reflection; scan its head only
 MAX_CANDIDATES = 20  # '{' positions tried before giving up on a prose-heavy reply
 
@@ -110,21 +107,17 @@ def draft_from_reply(obj: dict[str, Any]) -> ReflectionDraft:
     suggestion = _text(obj.get("suggestion"))
     if not analysis or not suggestion:
         raise ValueError("the reply has no analysis or no suggestion")
-    return ReflectionDraft(
-        category=_category(obj.get("category")),
-        analysis=_clip(analysis, TEXT_LIMIT),
-        suggestion=_clip(suggestion, TEXT_LIMIT),
-        action_items=_items(obj.get("actionItems", obj.get("action_items"))),
-        confidence=_confidence(obj.get("confidence")),
+    return ReflectionDraft.clamped(
+        _category(obj.get("category")),
+        analysis,
+        suggestion,
+        _items(obj.get("actionItems", obj.get("action_items"))),
+        _confidence(obj.get("confidence")),
     )
 
 
 def _text(value: Any) -> str:
     return " ".join(value.split()) if isinstance(value, str) else ""
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _category(value: Any) -> FailureCategory:
@@ -145,7 +138,7 @@ def _items(value: Any) -> list[str]:
     if not isinstance(value, list):
         return []
     items = [_text(v) for v in value if isinstance(v, str | int | float)]
-    return [_clip(item, ITEM_LIMIT) for item in items if item][:MAX_ITEMS]
+    return items
 
 
 def _confidence(value: Any) -> float:

@@ -14,23 +14,22 @@ reflection/scripted.py; `LiteLLMModel` registers it on first use.
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import logging
 import math
-import os
 import random
 import re
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
+
+from reflection.litellm_setup import SCRIPTED_PREFIX, load_litellm
+from reflection.text import english_list
 
 if TYPE_CHECKING:  # only for annotations: importing litellm costs seconds
     from litellm import ModelResponse
@@ -50,10 +49,8 @@ ErrorKind = Literal[
 ]
 TRANSIENT_KINDS: frozenset[str] = frozenset({"rate_limit", "timeout", "connection", "server"})
 
-SCRIPTED_PROVIDER = "scripted"
-_SCRIPTED_PREFIX = f"{SCRIPTED_PROVIDER}/"
 # Providers that run on the user's machine and need no key (their base URL has a default).
-_KEYLESS_PREFIXES = (_SCRIPTED_PREFIX, "ollama/", "ollama_chat/")
+_KEYLESS_PREFIXES = (SCRIPTED_PREFIX, "ollama/", "ollama_chat/")
 
 _MAX_BACKOFF_S = 30.0
 _MAX_RETRY_AFTER_S = 60.0  # a provider asking for longer is better treated as a failure
@@ -117,49 +114,6 @@ class ChatModel(Protocol):
     ) -> ChatReply: ...
 
 
-# ---------------------------------------------------------------------------
-# Lazy litellm import
-
-_litellm_module: ModuleType | None = None
-_import_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _dotenv_disabled() -> Iterator[None]:
-    """Switch python-dotenv off for the duration of the `import litellm`.
-
-    litellm's `__init__` calls `dotenv.load_dotenv()` when LITELLM_MODE is unset or
-    "DEV"; python-dotenv then looks for `.env` in the current folder (when run as
-    `python -c` or from a REPL) or in the folders above litellm's install. Either way,
-    a user's or a target repository's secrets would silently become environment
-    variables. LITELLM_MODE=PRODUCTION skips that call; PYTHON_DOTENV_DISABLED also
-    covers a user who set LITELLM_MODE=DEV. It is restored afterwards so the user's own
-    use of python-dotenv is unaffected.
-    """
-    if "PYTHON_DOTENV_DISABLED" in os.environ:
-        yield
-        return
-    os.environ["PYTHON_DOTENV_DISABLED"] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop("PYTHON_DOTENV_DISABLED", None)
-
-
-def _litellm() -> ModuleType:
-    """Import litellm once, offline and without reading `.env`."""
-    global _litellm_module
-    with _import_lock:
-        if _litellm_module is None:
-            # The bundled price list instead of a download from GitHub at import time.
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
-            with _dotenv_disabled():
-                import litellm
-            # Otherwise litellm prints "Give Feedback / Get Help" banners on every error.
-            litellm.suppress_debug_info = True
-            _litellm_module = litellm
-        return _litellm_module
 
 
 # ---------------------------------------------------------------------------
@@ -172,7 +126,7 @@ def error_kind(exc: BaseException) -> ErrorKind:
     # openai error that a provider path lets through unmapped. openai loads with litellm.
     import openai
 
-    litellm = _litellm()
+    litellm = load_litellm()
     if isinstance(exc, litellm.ContextWindowExceededError):
         return "context_window"
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
@@ -323,9 +277,9 @@ class LiteLLMModel:
         temperature: float | None = None,
     ) -> ChatReply:
         """Ask the model; retry transient errors; raise ModelError when it cannot answer."""
-        litellm = _litellm()
-        if self.name.startswith(_SCRIPTED_PREFIX):
-            from reflection.scripted import register_scripted_provider  # scripted.py imports this module
+        litellm = load_litellm()
+        if self.name.startswith(SCRIPTED_PREFIX):
+            from reflection.scripted import register_scripted_provider
 
             register_scripted_provider()
         limit = timeout if timeout is not None else self.timeout
@@ -415,7 +369,7 @@ def missing_api_key(model: str, *, api_base: str | None = None) -> str | None:
     """
     if api_base or model.startswith(_KEYLESS_PREFIXES):
         return None
-    litellm = _litellm()
+    litellm = load_litellm()
     try:
         missing = list(litellm.validate_environment(model).get("missing_keys") or [])
     except Exception as exc:  # an unknown provider: nothing we can say about its keys
@@ -424,7 +378,7 @@ def missing_api_key(model: str, *, api_base: str | None = None) -> str | None:
     if not missing:
         return None
     verb = "is" if len(missing) == 1 else "are"
-    return f"model {model!r} needs {_join(missing)}, which {verb} not set."
+    return f"model {model!r} needs {english_list(missing)}, which {verb} not set."
 
 
 def price_known(model: str) -> bool:
@@ -433,19 +387,11 @@ def price_known(model: str) -> bool:
     A run with a cost budget refuses to start on a model whose price is unknown, rather
     than spend money it cannot count.
     """
-    litellm = _litellm()
-    if model.startswith(_SCRIPTED_PREFIX):
-        from reflection.scripted import _load_script, _register_price  # scripted.py imports this module
+    litellm = load_litellm()
+    if model.startswith(SCRIPTED_PREFIX):
+        from reflection.scripted import scripted_price_known
 
-        path = Path(model[len(_SCRIPTED_PREFIX) :]).resolve()
-        try:
-            script = _load_script(litellm, path)
-        except Exception:  # an unreadable script fails at its first call, not here
-            return False
-        if script.pricing is None:
-            return False
-        _register_price(litellm, model, script.pricing)
-        return True
+        return scripted_price_known(model)
     try:
         prompt_cost, completion_cost = litellm.cost_per_token(
             model=model, prompt_tokens=1000, completion_tokens=1000
@@ -453,10 +399,6 @@ def price_known(model: str) -> bool:
     except Exception:  # litellm raises for models missing from its price map
         return False
     return prompt_cost + completion_cost > 0
-
-
-def _join(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 __all__ = [

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from reflection.text import one_line
+
 Tool = Literal[
     "pytest", "unittest", "traceback", "mypy", "ruff", "tsc",
     "jest", "vitest", "go", "cargo", "generic",
@@ -131,19 +133,6 @@ def _detect_tool(text: str, command: str | None) -> Tool:
 # --- small text helpers --------------------------------------------------------------------------
 
 
-def one_line(text: str, limit: int) -> str:
-    """Collapse whitespace to one line and clip the middle out of anything too long."""
-    text = " ".join(text.split()) if ("\n" in text or "  " in text or "\t" in text) else text
-    return clip(text, limit)
-
-
-def clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    if limit < 8:
-        return text[:limit]
-    head = (limit * 3) // 4
-    return f"{text[:head]} … {text[-(limit - head - 3) :]}"
 
 
 def _lines_until(text: str, start: int, stop: re.Pattern[str], limit: int = _BLOCK_CHARS) -> int:

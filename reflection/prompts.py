@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reflection.schema import FailureCategory, FailureContext, Reflection
+from reflection.text import cut_block
 
 DIFF_CHARS = 6_000  # enough of the attempt's diff to see what it did, not the whole tree
 
@@ -40,7 +41,7 @@ def reflection_messages(
         ctx.failure_type and f"Failure type: {ctx.failure_type.value}",
         ctx.files_modified and "Files modified: " + ", ".join(ctx.files_modified),
         f"Failure digest:\n{ctx.digest}",
-        ctx.diff and f"The attempt's diff:\n{_clip(ctx.diff, DIFF_CHARS)}",
+        ctx.diff and f"The attempt's diff:\n{cut_block(ctx.diff, DIFF_CHARS)}",
     ]
     if ctx.repeats_previous:
         parts.append(
@@ -71,9 +72,3 @@ def format_for_prompt(reflections: Sequence[Reflection]) -> str:
         "did not help, try a different approach."
     )
     return "\n".join(lines)
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... {len(text) - limit} more characters of diff omitted ...]"

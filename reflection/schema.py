@@ -16,6 +16,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
+from reflection.text import shorten
+
 
 class CamelModel(BaseModel):
     """Base for every model stored as JSON: camelCase on disk, snake_case in code."""
@@ -57,8 +59,8 @@ class Usage(CamelModel):
 class ReflectionDraft(CamelModel):
     """The verbal part of a reflection, as a model or the heuristic produces it.
 
-    Lengths are clamped where drafts are made (reflection.generate), not here, so that
-    a longer record written by another tool is still readable.
+    Lengths are clamped where drafts are made (`clamped`), not by validation, so that a
+    longer record written by another tool is still readable.
     """
 
     category: FailureCategory
@@ -66,6 +68,29 @@ class ReflectionDraft(CamelModel):
     suggestion: str
     action_items: list[str] = Field(default_factory=list)
     confidence: float = Field(ge=0.0, le=1.0)
+
+    @classmethod
+    def clamped(
+        cls, category: FailureCategory, analysis: str, suggestion: str, items: list[str], confidence: float
+    ) -> ReflectionDraft:
+        """A draft within the size limits every reflection keeps, whoever wrote it."""
+        return cls(
+            category=category,
+            analysis=_fit(analysis, TEXT_CHARS),
+            suggestion=_fit(suggestion, TEXT_CHARS),
+            action_items=[_fit(item, ITEM_CHARS) for item in items if item][:MAX_ITEMS],
+            confidence=confidence,
+        )
+
+
+# What a reflection may hold: enough for a lesson, short enough for three in a prompt.
+TEXT_CHARS = 500  # analysis, suggestion
+ITEM_CHARS = 200  # one action item
+MAX_ITEMS = 5
+
+
+def _fit(text: str, limit: int) -> str:
+    return shorten(" ".join(text.split()), limit)
 
 
 def new_id() -> str:

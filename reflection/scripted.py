@@ -21,7 +21,7 @@ import anyio
 import orjson
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from reflection.llm import _SCRIPTED_PREFIX, SCRIPTED_PROVIDER, _litellm
+from reflection.litellm_setup import SCRIPTED_PREFIX, SCRIPTED_PROVIDER, load_litellm
 from reflection.schema import CamelModel
 
 if TYPE_CHECKING:  # only for annotations: importing litellm costs seconds
@@ -95,7 +95,7 @@ def scripted_script(
     fd, path = tempfile.mkstemp(prefix="script-", suffix=".json", dir=dir)
     with os.fdopen(fd, "wb") as handle:
         handle.write(orjson.dumps(body, option=orjson.OPT_INDENT_2))
-    return _SCRIPTED_PREFIX + str(Path(path).resolve())
+    return SCRIPTED_PREFIX + str(Path(path).resolve())
 
 
 # ---------------------------------------------------------------------------
@@ -230,7 +230,7 @@ class _ScriptedCall:
         path = Path(model).resolve()
         script = _load_script(litellm, path)
         if script.pricing is not None:
-            _register_price(litellm, _SCRIPTED_PREFIX + model, script.pricing)
+            _register_price(litellm, SCRIPTED_PREFIX + model, script.pricing)
         self.entry = _take_entry(litellm, path, script, _last_user_text(messages))
         self.prompt_text = "\n".join(_content_text(m.get("content")) for m in messages)
 
@@ -240,7 +240,7 @@ class _ScriptedCall:
             raise _script_error(self.litellm, entry, self.model)
         model_response.choices[0].message.content = entry.reply
         model_response.choices[0].finish_reason = entry.finish
-        model_response.model = _SCRIPTED_PREFIX + self.model
+        model_response.model = SCRIPTED_PREFIX + self.model
         usage = entry.usage or _ScriptUsage(
             input_tokens=_estimate_tokens(self.prompt_text), output_tokens=_estimate_tokens(entry.reply)
         )
@@ -273,9 +273,22 @@ def _scripted_handler(litellm: ModuleType) -> object:
     return ScriptedLLM()
 
 
+def scripted_price_known(model: str) -> bool:
+    """Whether the script behind `scripted/<path>` has pricing (then litellm knows it)."""
+    litellm = load_litellm()
+    try:
+        script = _load_script(litellm, Path(model[len(SCRIPTED_PREFIX) :]).resolve())
+    except Exception:  # an unreadable script fails at its first call, not here
+        return False
+    if script.pricing is None:
+        return False
+    _register_price(litellm, model, script.pricing)
+    return True
+
+
 def register_scripted_provider() -> None:
     """Make `scripted/<script path>` a litellm model name (idempotent)."""
-    litellm = _litellm()
+    litellm = load_litellm()
     with _state_lock:
         if any(item.get("provider") == SCRIPTED_PROVIDER for item in litellm.custom_provider_map):
             return
@@ -288,5 +301,6 @@ __all__ = [
     "ScriptErrorKind",
     "register_scripted_provider",
     "reset_scripted_state",
+    "scripted_price_known",
     "scripted_script",
 ]

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from orchestrator.convergence import AttemptScore, Convergence, Decision, ProgressTracker
-from orchestrator.verify import CommandResult, Verdict
+from orchestrator.checks.convergence import AttemptScore, Convergence, Decision, ProgressTracker
+from orchestrator.checks.verify import CommandResult, Verdict
 from reflection.digest import Digest
 
 

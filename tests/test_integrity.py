@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from projects import git
-from orchestrator.integrity import (
+from orchestrator.checks.integrity import (
     DEFAULT_TEST_GLOBS,
     IntegrityResult,
     check_integrity,

@@ -37,7 +37,7 @@ from projects import (
 )
 
 from orchestrator.cli import overnight_main
-from orchestrator.worktree import Worktrees
+from orchestrator.batch.worktree import Worktrees
 from reflection.scripted import register_scripted_provider, reset_scripted_state
 
 WAIT_S = 60.0  # a guard against a hung child process, never a measurement

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.envcheck import environment_error
-from orchestrator.flaky import flaky_tests, is_flaky, rerun_failing
-from orchestrator.preflight import Baseline, about_task, preflight, relevant_failures
-from orchestrator.verify import CommandResult, Kind, Verdict, verify
+from orchestrator.checks.envcheck import environment_error
+from orchestrator.checks.flaky import flaky_tests, is_flaky, rerun_failing
+from orchestrator.checks.preflight import Baseline, about_task, preflight, relevant_failures
+from orchestrator.checks.verify import CommandResult, Kind, Verdict, verify
 from reflection.digest import make_digest
 from reflection.schema import FailureType
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.verify import CommandResult, Verdict, run_command, verify
+from orchestrator.checks.verify import CommandResult, Verdict, run_command, verify
 from reflection.schema import FailureType
 
 PY = shlex.quote(sys.executable)

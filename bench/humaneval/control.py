@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.humaneval.problems import Problem
 from bench.humaneval.results import ProblemResult
-from orchestrator.verify import run_command
+from orchestrator.checks.verify import run_command
 from reflection.llm import ChatModel
 
 PROMPT = (

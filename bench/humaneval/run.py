@@ -39,7 +39,7 @@ from bench.humaneval.modes import CONTROL, FIXED_TRIALS, MAX_ATTEMPTS, MODES, Mo
 from bench.humaneval.problems import Problem, ProblemError, dataset_info, load_problems, parse_ids, select
 from bench.humaneval.report import write_markdown
 from bench.humaneval.results import ModeRecord, ModeSettings, ResultFile, result_from_repo
-from orchestrator.overnight import Budget, OvernightOptions, RepoReport, run_overnight_async
+from orchestrator.batch.engine import Budget, OvernightOptions, RepoReport, run_overnight_async
 from orchestrator.session import Overrides
 from reflection.llm import LiteLLMModel, ModelError
 

@@ -15,8 +15,8 @@ import string
 import tempfile
 from pathlib import Path
 
+from orchestrator.checks.verify import CommandResult, run_command
 from orchestrator.executors.base import ExecutionRequest, ExecutionResult
-from orchestrator.verify import CommandResult, run_command
 from reflection.redact import redact
 
 log = logging.getLogger("goldenloop.executors.command")

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from orchestrator.checks.envcheck import environment_error
+from orchestrator.checks.flaky import is_flaky, rerun_failing
+from orchestrator.checks.integrity import DEFAULT_TEST_GLOBS, check_integrity, has_marker, is_test_path
+from orchestrator.checks.preflight import Baseline, relevant_failures
+from orchestrator.checks.verify import Verdict, verify
 from orchestrator.config import ProjectConfig
-from orchestrator.envcheck import environment_error
-from orchestrator.flaky import is_flaky, rerun_failing
-from orchestrator.integrity import DEFAULT_TEST_GLOBS, check_integrity, has_marker, is_test_path
-from orchestrator.preflight import Baseline, relevant_failures
-from orchestrator.verify import Verdict, verify
 from reflection.schema import FailureType
 
 Outcome = Literal["passed", "flaky", "preexisting", "failed", "integrity", "environment", "timeout"]

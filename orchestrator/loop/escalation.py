@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.decompose import Subtask
 from orchestrator.fileio import atomic_write
+from orchestrator.loop.plan import Subtask
 from orchestrator.metering import Meter
 from orchestrator.tasks import Task
 from reflection.redact import redact
 from reflection.schema import Reflection
-
 
 STOP_WORDS = {
     "max_retries": "every retry was used",

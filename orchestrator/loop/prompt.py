@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.decompose import Subtask, SubtaskPlan
+from orchestrator.loop.plan import Subtask, SubtaskPlan
 from orchestrator.tasks import Task
+from reflection.text import cut_block
 
 DIFF_LIMIT = 12_000  # characters of the last attempt's diff shown in a retry prompt
 
@@ -66,7 +67,7 @@ def start_over(number: int, failure: str, *, by: int | None = None) -> str:
     return (
         f"## Start over\n"
         f"{who} gave back exactly the code of attempt {number}, which fails like this:\n"
-        f"```\n{_clip(failure, FAILURE_LIMIT)}\n```\n"
+        f"```\n{cut_block(failure, FAILURE_LIMIT)}\n```\n"
         "Sending that code again cannot pass. The files below are back to how they were before "
         "the first attempt: write a new implementation that avoids this failure."
     )
@@ -92,5 +93,3 @@ def _last_attempt_block(last: LastAttempt) -> str:
     )
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} characters omitted ...]"

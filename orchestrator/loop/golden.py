@@ -22,29 +22,25 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 
+from orchestrator.checks.convergence import AttemptScore, Convergence, Decision, ProgressTracker
+from orchestrator.checks.judge import Judge, Judgement
+from orchestrator.checks.preflight import Baseline, preflight
+from orchestrator.checks.verify import Verdict, verify
 from orchestrator.config import ProjectConfig
-from orchestrator.decompose import (
-    AttemptRecord,
-    Subtask,
-    SubtaskPlan,
-    decompose,
-    is_small,
-)
-from orchestrator.convergence import AttemptScore, Convergence, Decision, ProgressTracker
-from orchestrator.escalation import AttemptSnapshot, write_packet
 from orchestrator.executors import ExecutionRequest, ExecutionResult, Executor
-from orchestrator.judge import Judge, Judgement
+from orchestrator.loop.decompose import decompose, is_small
+from orchestrator.loop.escalation import AttemptSnapshot, write_packet
+from orchestrator.loop.plan import AttemptRecord, Subtask, SubtaskPlan
+from orchestrator.loop.prompt import LastAttempt, attempt_prompt, start_over
 from orchestrator.metering import Meter
-from orchestrator.preflight import Baseline, preflight
-from orchestrator.prompt import LastAttempt, attempt_prompt, start_over
 from orchestrator.repo import Repo
 from orchestrator.runlog import RunLog
 from orchestrator.tasks import Task, TaskBoard
-from orchestrator.verify import Verdict, verify
 from reflection.llm import ChatModel, ModelError
 from reflection.redact import redact
 from reflection.schema import FailureContext
 from reflection.service import ReflectionService
+from reflection.text import cut_block
 
 DIFF_BYTES = 200_000  # bound on a diff kept in memory or sent anywhere
 # Asking again after a retry returned an earlier attempt's code: greedy decoding of much
@@ -432,7 +428,7 @@ class GoldenLoop:
         reason = f"{what}: {executed.error}"
         p.runlog.event("edit_failed", taskId=task.id, subtaskId=subtask.id, attempt=shown, error=executed.error,
                        formatAsked=executed.format_asked, formatReceived=executed.format_received,
-                       reply=_clip(redact(executed.reply or ""), REPLY_LOGGED))
+                       reply=cut_block(redact(executed.reply or ""), REPLY_LOGGED))
         reflection_id = None
         if builtin and shown < self.max_attempts:  # a format failure is a lesson too
             reflection_id = await self._reflect_on_edit(task, subtask, len(subtask.attempts) + 1, run, executed)
@@ -691,10 +687,6 @@ def _put_back_user_files(root: Path, saved: dict[str, bytes]) -> list[str]:
             path.write_bytes(data)
             touched.append(rel)
     return sorted(touched)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
 
 
 def _state_key(patch: str) -> str:

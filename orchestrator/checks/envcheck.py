@@ -19,7 +19,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from orchestrator.verify import NOT_EXECUTABLE_EXIT, NOT_FOUND_EXIT, CommandResult
+from orchestrator.checks.verify import NOT_EXECUTABLE_EXIT, NOT_FOUND_EXIT, CommandResult
+from reflection.text import shorten
 
 log = logging.getLogger("goldenloop.envcheck")
 
@@ -138,8 +139,8 @@ def _usage_line(output: str) -> str:
     for line in lines:
         says_what = re.search(r"error|unrecognized|unknown|invalid|no such", line, re.I)
         if says_what and not line.lower().startswith(("usage:", "error: usage:")):
-            return _clip(line)
-    return _clip(lines[0]) if lines else "usage error"
+            return shorten(line, 200)
+    return shorten(lines[0], 200) if lines else "usage error"
 
 
 def _is_task_path(path: str, root: Path, task_text: str) -> bool:
@@ -159,11 +160,7 @@ def _program(step: CommandResult) -> str:
 
 
 def _first_line(text: str) -> str:
-    return _clip(next((line.strip() for line in text.splitlines() if line.strip()), "no output"))
-
-
-def _clip(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(next((line.strip() for line in text.splitlines() if line.strip()), "no output"), 200)
 
 
 def repository_modules(root: Path) -> frozenset[str]:

@@ -35,7 +35,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from orchestrator.verify import Verdict
+    from orchestrator.checks.verify import Verdict
 
 log = logging.getLogger("goldenloop.convergence")
 

@@ -1,8 +1,7 @@
-"""Task -> subtasks, and the per-subtask state saved in `.openagents/subtasks/<taskId>.json`.
+"""A task's subtasks and their state, saved in `.openagents/subtasks/<taskId>.json`.
 
-The model proposes at most 5 subtasks as JSON; any error or bad reply falls back to one
-subtask equal to the task, so decomposition can slow a run down but never stop it. The
-plan is saved after every change, so a rerun resumes after the last finished subtask.
+The plan is saved after every change, so a rerun resumes after the last finished
+subtask, and a crashed run's subtask knows where it started.
 """
 
 from __future__ import annotations
@@ -17,14 +16,10 @@ from pydantic import Field, ValidationError
 
 from orchestrator.fileio import atomic_write
 from orchestrator.tasks import Task
-from reflection.generate import extract_json
-from reflection.llm import ChatModel
-from reflection.redact import redact
 from reflection.schema import CamelModel, utc_now
 
-log = logging.getLogger("goldenloop.decompose")
+log = logging.getLogger("goldenloop.plan")
 
-MAX_SUBTASKS = 5
 SubtaskStatus = Literal["pending", "in_progress", "done", "failed"]
 
 
@@ -99,64 +94,3 @@ def _safe_name(task_id: str) -> str:
 def single_subtask_plan(task: Task) -> SubtaskPlan:
     subtask = Subtask(id=f"{task.id}.1", title=task.title, description=task.description)
     return SubtaskPlan(task_id=task.id, source="task", subtasks=[subtask])
-
-
-def is_small(task: Task, min_chars: int) -> bool:
-    """A task whose whole text is short is done in one subtask, without a model call."""
-    return len(task.title) + len(task.description) < min_chars
-
-
-PROMPT = """Split this coding task into at most {limit} ordered subtasks. Each subtask must
-leave the repository passing its tests, so prefer few, self-contained steps; a small task
-is one subtask. Mark a subtask "aboutTests": true only when its job is to write or change
-tests.
-
-Task {id}: {title}
-{description}
-{criteria}
-Reply with JSON only:
-{{"subtasks": [{{"title": "...", "description": "...", "aboutTests": false}}]}}"""
-
-
-async def decompose(task: Task, model: ChatModel | None, *, timeout_s: float) -> SubtaskPlan:
-    """Ask the model for subtasks; fall back to the task itself on any trouble."""
-    if model is None:
-        return single_subtask_plan(task)
-    criteria = task.acceptance_criteria or ""
-    if isinstance(criteria, list):
-        criteria = "\n".join(f"- {c}" for c in criteria)
-    prompt = PROMPT.format(
-        limit=MAX_SUBTASKS,
-        id=task.id,
-        title=task.title,
-        description=task.description,
-        criteria=f"Acceptance criteria:\n{criteria}\n" if criteria else "",
-    )
-    try:
-        reply = await model.complete([{"role": "user", "content": redact(prompt)}], timeout=timeout_s)
-        return _plan_from_reply(task, reply.text)
-    except Exception as exc:  # noqa: BLE001 - a plan is optional; the task itself is a plan
-        log.warning("decomposition of %s failed (%s); using one subtask", task.id, exc)
-        return single_subtask_plan(task)
-
-
-def _plan_from_reply(task: Task, text: str) -> SubtaskPlan:
-    obj = extract_json(text)
-    items = obj.get("subtasks") if obj else None
-    if not isinstance(items, list) or not items:
-        raise ValueError("the reply has no list of subtasks")
-    subtasks = []
-    for i, item in enumerate(items[:MAX_SUBTASKS], start=1):
-        title = item.get("title") if isinstance(item, dict) else None
-        if not isinstance(title, str) or not title.strip():
-            raise ValueError(f"subtask {i} has no title")
-        description = item.get("description")
-        subtasks.append(
-            Subtask(
-                id=f"{task.id}.{i}",
-                title=" ".join(title.split())[:200],
-                description=description if isinstance(description, str) else "",
-                about_tests=item.get("aboutTests") is True,
-            )
-        )
-    return SubtaskPlan(task_id=task.id, source="llm", subtasks=subtasks)

@@ -28,6 +28,8 @@ from posixpath import basename
 
 from pydantic import BaseModel, ConfigDict
 
+from reflection.text import english_list
+
 log = logging.getLogger("goldenloop.integrity")
 
 _JS_EXT = "{js,jsx,ts,tsx,mjs,cjs,mts,cts}"
@@ -296,10 +298,6 @@ def _listed(items: Sequence[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _join(parts: Sequence[str]) -> str:
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
 def _reason(edited: list[str], deleted: list[str], markers: list[str]) -> str:
     parts = []
     if edited:
@@ -309,7 +307,7 @@ def _reason(edited: list[str], deleted: list[str], markers: list[str]) -> str:
     if markers:
         places = [m.split(": ", 1)[0] for m in markers]
         parts.append(f"added skip markers ({_listed(places)})")
-    return f"the attempt {_join(parts)} — {_REMEDY}"
+    return f"the attempt {english_list(parts)} — {_REMEDY}"
 
 
 def check_integrity(

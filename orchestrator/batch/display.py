@@ -12,7 +12,7 @@ from orchestrator.render import HumanLines, JsonLines
 from orchestrator.runlog import Event, Listener
 
 if TYPE_CHECKING:
-    from orchestrator.overnight import Budget, RepoReport
+    from orchestrator.batch.engine import Budget, RepoReport
 
 
 class PlainDisplay(AbstractContextManager):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orchestrator.fileio import atomic_write
-from orchestrator.loop import TaskOutcome
+from orchestrator.loop.golden import TaskOutcome
 from orchestrator.metering import Meter
 from reflection.redact import redact
 

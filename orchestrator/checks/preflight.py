@@ -31,8 +31,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.envcheck import environment_error, mentions
-from orchestrator.verify import DEFAULT_OUTPUT_CAP, Verdict, verify
+from orchestrator.checks.envcheck import environment_error, mentions
+from orchestrator.checks.verify import DEFAULT_OUTPUT_CAP, Verdict, verify
 from reflection.digest import normalise
 from reflection.schema import FailureType
 

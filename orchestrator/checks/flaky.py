@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from orchestrator.preflight import known_failures
-from orchestrator.verify import DEFAULT_OUTPUT_CAP, Verdict, verify
+from orchestrator.checks.preflight import known_failures
+from orchestrator.checks.verify import DEFAULT_OUTPUT_CAP, Verdict, verify
 
 log = logging.getLogger("goldenloop.flaky")
 

@@ -10,7 +10,6 @@ is put back to open with its tree restored, so the run can be killed at any mome
 
 from __future__ import annotations
 
-import argparse
 import functools
 import time
 from collections.abc import Callable
@@ -21,22 +20,21 @@ from typing import Any, TypeVar
 import anyio
 import orjson
 
+from orchestrator.batch.progress import write_progress
+from orchestrator.batch.worktree import MergeConflict, Worktree, Worktrees
 from orchestrator.fileio import atomic_write
-from orchestrator.loop import TaskOutcome
+from orchestrator.loop.golden import TaskOutcome
 from orchestrator.metering import Meter
-from orchestrator.progress import write_progress
 from orchestrator.repo import Repo
 from orchestrator.runlog import Listener, RunLog, new_run_id
 from orchestrator.session import (
     EXIT_BLOCKED,
     EXIT_DONE,
-    EXIT_INTERRUPTED,
     Overrides,
     ProjectSession,
     UserError,
 )
 from orchestrator.tasks import Task
-from orchestrator.worktree import MergeConflict, Worktree, Worktrees
 from reflection.llm import price_known
 
 T = TypeVar("T")
@@ -336,29 +334,3 @@ def exit_code_for(reports: list[RepoReport]) -> int:
     if any(o.status != "closed" for r in reports for o in r.outcomes):
         return EXIT_BLOCKED
     return EXIT_DONE
-
-
-def run_overnight(args: argparse.Namespace) -> int:
-    """The `overnight` command: parse budgets, run, print the summary table."""
-    from orchestrator.commands import interruptible, overrides_from, setup_output
-    from orchestrator.display import make_display, print_summary
-
-    base_listener = setup_output(args.json)
-    display = make_display(args.json, base_listener)
-    budget = Budget(
-        max_tasks=args.max_tasks,
-        max_seconds=args.max_hours * 3600 if args.max_hours is not None else None,
-        max_cost=args.max_cost,
-    )
-    options = OvernightOptions(
-        dirs=args.dirs,
-        overrides=overrides_from(args),
-        budget=budget,
-        parallel=args.parallel,
-        listeners=[display],
-    )
-    with display:
-        _, interrupted = anyio.run(interruptible, lambda: run_overnight_async(options))
-    reports = options.reports
-    print_summary(reports, budget, json_mode=args.json, interrupted=interrupted)
-    return EXIT_INTERRUPTED if interrupted else exit_code_for(reports)

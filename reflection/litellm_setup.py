@@ -1,0 +1,59 @@
+"""litellm, imported once, late, offline and without reading `.env`; and the name of the
+scripted provider goldenloop registers in it.
+
+Importing litellm costs seconds and a hundred MiB, so nothing imports it at start-up:
+`load_litellm()` is called by the code that is about to make a model call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from types import ModuleType
+
+SCRIPTED_PROVIDER = "scripted"
+SCRIPTED_PREFIX = f"{SCRIPTED_PROVIDER}/"
+
+
+_module: ModuleType | None = None
+_import_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _dotenv_disabled() -> Iterator[None]:
+    """Switch python-dotenv off for the duration of the `import litellm`.
+
+    litellm's `__init__` calls `dotenv.load_dotenv()` when LITELLM_MODE is unset or
+    "DEV"; python-dotenv then looks for `.env` in the current folder (when run as
+    `python -c` or from a REPL) or in the folders above litellm's install. Either way,
+    a user's or a target repository's secrets would silently become environment
+    variables. LITELLM_MODE=PRODUCTION skips that call; PYTHON_DOTENV_DISABLED also
+    covers a user who set LITELLM_MODE=DEV. It is restored afterwards so the user's own
+    use of python-dotenv is unaffected.
+    """
+    if "PYTHON_DOTENV_DISABLED" in os.environ:
+        yield
+        return
+    os.environ["PYTHON_DOTENV_DISABLED"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("PYTHON_DOTENV_DISABLED", None)
+
+
+def load_litellm() -> ModuleType:
+    """Import litellm once, offline and without reading `.env`."""
+    global _module
+    with _import_lock:
+        if _module is None:
+            # The bundled price list instead of a download from GitHub at import time.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+            with _dotenv_disabled():
+                import litellm
+            # Otherwise litellm prints "Give Feedback / Get Help" banners on every error.
+            litellm.suppress_debug_info = True
+            _module = litellm
+        return _module

@@ -1,0 +1,43 @@
+"""Text that has to fit somewhere: a prompt, a log line, a reflection, a sentence.
+
+One helper per way of fitting, so that every clipped text in goldenloop reads the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def shorten(text: str, limit: int) -> str:
+    """Cut the end off, marked by "…": for sentences and one-line summaries."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def clip_middle(text: str, limit: int) -> str:
+    """Cut the middle out: for errors, whose start and end both matter."""
+    if len(text) <= limit:
+        return text
+    if limit < 8:
+        return text[:limit]
+    head = (limit * 3) // 4
+    return f"{text[:head]} … {text[-(limit - head - 3) :]}"
+
+
+def one_line(text: str, limit: int) -> str:
+    """Collapse whitespace to one line and clip the middle out of anything too long."""
+    text = " ".join(text.split()) if ("\n" in text or "  " in text or "\t" in text) else text
+    return clip_middle(text, limit)
+
+
+def cut_block(text: str, limit: int) -> str:
+    """Keep the head of a block (a diff, a reply) and say how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters omitted ...]"
+
+
+def english_list(items: Sequence[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
