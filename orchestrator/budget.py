@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.metering import Meter
+from reflection.meter import Meter
 
 Check = Callable[[], str | None]
 
@@ -26,10 +26,14 @@ class SpendLimit:
 
     def before_attempt(self) -> str | None:
         """A reason to stop, or None (and the attempt is counted)."""
-        reason = self._cost_reason() or self._token_reason()
+        reason = self.reason()
         if reason is None:
             self.attempts += 1
         return reason
+
+    def reason(self) -> str | None:
+        """Why the next attempt would overspend, without counting it; None if it would not."""
+        return self._cost_reason() or self._token_reason()
 
     def _cost_reason(self) -> str | None:
         if self.max_cost is None:

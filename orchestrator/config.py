@@ -25,6 +25,8 @@ import orjson
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from orchestrator.checks.settings import CheckSettings
+from orchestrator.layout import Layout
 from reflection.schema import CamelModel
 
 log = logging.getLogger("goldenloop.config")
@@ -140,6 +142,16 @@ class ProjectConfig(_ConfigModel):
     commit_bookkeeping: bool = True  # commit .openagents/ changes when a task ends
 
     @property
+    def checks(self) -> CheckSettings:
+        """The checks every attempt must pass, with their limits."""
+        return CheckSettings(
+            typecheck=tuple(self.typecheck_commands),
+            tests=tuple(self.test_commands),
+            timeout_s=self.timeouts.verify_seconds,
+            digest_tokens=self.digest_tokens,
+        )
+
+    @property
     def reflection_model(self) -> str:
         """The model that writes reflections: reflexion.model, else defaultModel."""
         return self.reflexion.model or self.default_model
@@ -163,7 +175,7 @@ class LoadedConfig:
 
 
 def config_path(project_dir: Path) -> Path:
-    return Path(project_dir) / ".openagents" / CONFIG_NAME
+    return Layout(Path(project_dir)).config
 
 
 def load_config(project_dir: Path, env: Mapping[str, str] = os.environ) -> LoadedConfig:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import orjson
 
+from orchestrator.layout import Layout
+
 
 class LockHeld(Exception):
     """Another live run holds the repository."""
@@ -23,7 +25,7 @@ class LockHeld(Exception):
 
 class AgentLock:
     def __init__(self, project_dir: Path) -> None:
-        self.path = project_dir / ".openagents" / "agent.lock"
+        self.path = Layout(project_dir).lock
         self.stale_holder: dict | None = None  # who left the lock we took over, if anyone
         self._fd: int | None = None
 

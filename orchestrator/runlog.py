@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from orchestrator.layout import Layout
 from reflection.redact import redact_data
 
 log = logging.getLogger("goldenloop.runlog")
@@ -41,12 +42,8 @@ class RunLog:
         self._lock = threading.Lock()  # parallel workers share one log
 
     @property
-    def dir(self) -> Path:
-        return self.project_dir / ".openagents" / "runs"
-
-    @property
     def path(self) -> Path:
-        return self.dir / f"{self.run_id}.jsonl"
+        return Layout(self.project_dir).run_log(self.run_id)
 
     def attach(self, project_dir: Path) -> None:
         """Start writing, under the project's top folder (the run may start in a subfolder)."""
@@ -67,7 +64,7 @@ class RunLog:
         line = orjson.dumps(record, default=_jsonable) + b"\n"
         with self._lock:
             if self.persist:
-                self.dir.mkdir(parents=True, exist_ok=True)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
                     os.write(fd, line)

@@ -19,14 +19,18 @@ from orchestrator.config import ConfigError, ProjectConfig, load_config
 from orchestrator.executors import BuiltinExecutor, CommandExecutor, Executor
 from orchestrator.executors.format_choice import FormatChooser, FormatHistory, format_for_model
 from orchestrator.fileio import LockTimeout
+from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
-from orchestrator.loop.golden import GoldenLoop, LoopParts, TaskOutcome
+from orchestrator.loop.golden import GoldenLoop
+from orchestrator.loop.outcome import TaskOutcome
+from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import SubtaskPlan
-from orchestrator.metering import Meter, MeteredModel
+from orchestrator.metering import MeteredModel
 from orchestrator.repo import OPENAGENTS, Repo, RepoError
 from orchestrator.runlog import RunLog
 from orchestrator.tasks import Task, TaskBoard, TaskFileError
 from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, price_known
+from reflection.meter import Meter
 from reflection.service import ReflectionService
 from reflection.store import JsonlReflectionStore
 
@@ -268,7 +272,7 @@ class ProjectSession:
         if c.reflexion.enabled:
             reflector = MeteredModel(self.base_model(c.reflection_model), meters, runlog, "reflect")
             service = ReflectionService(
-                JsonlReflectionStore.for_project(self.project_dir),
+                JsonlReflectionStore(Layout(self.project_dir).reflections),
                 reflector,
                 use_llm=c.reflexion.use_llm,
                 timeout_s=c.reflection_timeout_s,
@@ -364,7 +368,7 @@ worktrees/
 def ensure_runtime_ignored(project_dir: Path) -> None:
     """Keep locks, run logs and progress out of git; tasks, plans, memory and
     escalations stay versioned with the code they describe."""
-    path = project_dir / ".openagents" / ".gitignore"
+    path = Layout(project_dir).gitignore
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(RUNTIME_IGNORE)

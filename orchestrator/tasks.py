@@ -23,6 +23,7 @@ import orjson
 from pydantic import Field, ValidationError, field_serializer, model_validator
 
 from orchestrator.fileio import atomic_write, file_lock
+from orchestrator.layout import Layout
 from reflection.schema import CamelModel
 
 log = logging.getLogger("goldenloop.tasks")
@@ -134,7 +135,7 @@ class TaskBoard:
 
     @classmethod
     def for_project(cls, project_dir: Path, **kwargs: Any) -> TaskBoard:
-        return cls(Path(project_dir) / ".openagents" / "tasks.jsonl", **kwargs)
+        return cls(Layout(Path(project_dir)).tasks, **kwargs)
 
     # --- reading -----------------------------------------------------------------------
 

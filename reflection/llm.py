@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import anyio
 
 from reflection.litellm_setup import SCRIPTED_PREFIX, load_litellm
+from reflection.meter import Meter
 from reflection.text import english_list
 
 if TYPE_CHECKING:  # only for annotations: importing litellm costs seconds
@@ -260,10 +261,7 @@ class LiteLLMModel:
         self.backoff_s = max(backoff_s, 0.0)
         self.on_call = on_call
         self.temperature = temperature  # a call's own temperature wins over this default
-        self.calls = 0
-        self.total_input_tokens = 0
-        self.total_output_tokens = 0
-        self.total_cost_usd: float | None = 0.0  # None once any call's price was unknown
+        self.meter = Meter()  # every call this client made
 
     def __repr__(self) -> str:
         return f"LiteLLMModel({self.name!r})"
@@ -350,11 +348,7 @@ class LiteLLMModel:
         return None
 
     def _record(self, reply: ChatReply) -> None:
-        self.calls += 1
-        self.total_input_tokens += reply.input_tokens or 0
-        self.total_output_tokens += reply.output_tokens or 0
-        if self.total_cost_usd is not None:
-            self.total_cost_usd = None if reply.cost_usd is None else self.total_cost_usd + reply.cost_usd
+        self.meter.add(reply)
         if self.on_call is not None:
             try:
                 self.on_call(reply)

@@ -33,6 +33,11 @@ class ReflectionService:
         self.timeout_s = timeout_s
         self.max_per_retry = max_per_retry
 
+    @property
+    def location(self) -> str | None:
+        """Where the reflections are kept (a file), or None when only in memory."""
+        return self.store.location
+
     async def generate(self, ctx: FailureContext) -> Reflection:
         """A reflection on one failed attempt; never raises for model trouble."""
         previous = self.recent(ctx.subtask_id)

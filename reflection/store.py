@@ -72,9 +72,15 @@ REQUIRED_KEYS = frozenset(
 _CHUNK = 4 << 20  # bytes per read while scanning; lines longer than this still work
 
 
+# Where a project keeps its reflections (DESIGN §3), relative to the project's root.
+REFLECTIONS_PATH = Path(".openagents/memory/reflections.jsonl")
+
+
 @runtime_checkable
 class ReflectionStore(Protocol):
     """Episodic memory of reflections; `recent` is what a retry prompt reads."""
+
+    location: str | None  # where the reflections are kept, for people; None: in memory
 
     def append(self, reflection: Reflection) -> None:
         """Store one reflection; every reader sees it once this returns."""
@@ -107,6 +113,8 @@ class InMemoryReflectionStore:
 
     It keeps its own copies, so a caller mutating a reflection later changes nothing here.
     """
+
+    location = None
 
     def __init__(self, reflections: Iterable[Reflection] = ()) -> None:
         self._mutex = threading.Lock()
@@ -278,7 +286,11 @@ class JsonlReflectionStore:
     @classmethod
     def for_project(cls, project_dir: Path) -> JsonlReflectionStore:
         """The store of a project: `<project>/.openagents/memory/reflections.jsonl`."""
-        return cls(Path(project_dir) / ".openagents" / "memory" / "reflections.jsonl")
+        return cls(Path(project_dir) / REFLECTIONS_PATH)
+
+    @property
+    def location(self) -> str:
+        return str(self._path)
 
     @property
     def path(self) -> Path:

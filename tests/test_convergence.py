@@ -1,4 +1,4 @@
-"""Convergence: when retries stop, roll back or go on, and which attempt is best."""
+"""StopReason: when retries stop, roll back or go on, and which attempt is best."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from orchestrator.checks.convergence import AttemptScore, Convergence, Decision, ProgressTracker
+from orchestrator.checks.convergence import AttemptScore, StopReason, Decision, ProgressTracker
 from orchestrator.checks.verify import CommandResult, Verdict
 from reflection.digest import Digest
 
@@ -49,7 +49,7 @@ def test_a_passing_attempt_stops_with_passed_whatever_came_before() -> None:
     tracker = ProgressTracker()
     _run(tracker, [0.5, 0.8, 0.2])
     decision = tracker.record(_a(4, 1.0, passed=True))
-    assert (decision.action, decision.reason) == ("stop", Convergence.PASSED)
+    assert (decision.action, decision.reason) == ("stop", StopReason.PASSED)
     assert decision.explanation == "attempt 4 passed verification"
     assert decision.rollback_to is None
 
@@ -67,7 +67,7 @@ def test_two_attempts_in_a_row_without_improvement_stop_with_plateau() -> None:
     decisions = _run(ProgressTracker(), [0.5, 0.5, 0.5])
     assert [d.action for d in decisions] == ["continue", "continue", "stop"]
     assert decisions[1].explanation == "attempt 2 (score 0.50) did not improve on attempt 1 (score 0.50)"
-    assert decisions[2].reason is Convergence.PLATEAU
+    assert decisions[2].reason is StopReason.PLATEAU
     assert decisions[2].explanation == (
         "attempts 2 to 3 did not improve on the best score so far (0.50); "
         "more retries are unlikely to help"
@@ -77,18 +77,18 @@ def test_two_attempts_in_a_row_without_improvement_stop_with_plateau() -> None:
 def test_an_improvement_resets_the_plateau_count() -> None:
     decisions = _run(ProgressTracker(), [0.5, 0.5, 0.6, 0.6, 0.6])
     assert [d.action for d in decisions] == ["continue"] * 4 + ["stop"]
-    assert decisions[-1].reason is Convergence.PLATEAU
+    assert decisions[-1].reason is StopReason.PLATEAU
 
 
 def test_plateau_is_measured_against_the_best_attempt_not_the_last_one() -> None:
     # 0.7 is better than the 0.6 before it, but not better than the best, 0.8
     tracker = ProgressTracker(rollback_regressions=False)
     decisions = _run(tracker, [0.8, 0.6, 0.7])
-    assert decisions[-1].reason is Convergence.PLATEAU
+    assert decisions[-1].reason is StopReason.PLATEAU
 
 
 def test_the_plateau_window_and_switch_are_configurable() -> None:
-    assert _run(ProgressTracker(plateau_window=1), [0.5, 0.5])[-1].reason is Convergence.PLATEAU
+    assert _run(ProgressTracker(plateau_window=1), [0.5, 0.5])[-1].reason is StopReason.PLATEAU
     wide = _run(ProgressTracker(plateau_window=3), [0.5, 0.5, 0.5, 0.5])
     assert [d.action for d in wide] == ["continue"] * 3 + ["stop"]
     off = _run(ProgressTracker(stop_on_plateau=False), [0.5] * 6)
@@ -97,7 +97,7 @@ def test_the_plateau_window_and_switch_are_configurable() -> None:
 
 def test_gains_below_min_improvement_do_not_count_as_progress() -> None:
     decisions = _run(ProgressTracker(min_improvement=0.05), [0.50, 0.52, 0.53])
-    assert decisions[-1].reason is Convergence.PLATEAU
+    assert decisions[-1].reason is StopReason.PLATEAU
     assert _run(ProgressTracker(), [0.50, 0.52, 0.53])[-1].action == "continue"
 
 
@@ -121,7 +121,7 @@ def test_more_failing_tests_at_an_equal_score_is_a_regression() -> None:
     decision = tracker.record(_a(2, 0.0, ["a", "b"], "s2"))
     assert (decision.action, decision.reason, decision.rollback_to) == (
         "rollback",
-        Convergence.REGRESSION,
+        StopReason.REGRESSION,
         1,
     )
 
@@ -137,7 +137,7 @@ def test_a_crash_that_names_no_tests_is_not_mistaken_for_progress() -> None:
 
 def test_failures_without_counts_or_names_plateau() -> None:
     decisions = _run(ProgressTracker(), [0.0, 0.0, 0.0])
-    assert decisions[-1].reason is Convergence.PLATEAU
+    assert decisions[-1].reason is StopReason.PLATEAU
 
 
 def test_the_score_decides_before_the_failing_tests() -> None:
@@ -145,7 +145,7 @@ def test_the_score_decides_before_the_failing_tests() -> None:
     tracker = ProgressTracker()
     tracker.record(_a(1, 0.8, ["a", "b"], "s1"))
     decision = tracker.record(_a(2, 0.5, ["a"], "s2"))
-    assert decision.reason is Convergence.REGRESSION
+    assert decision.reason is StopReason.REGRESSION
 
 
 # --- best attempt and regression -----------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_on_a_tie_the_latest_attempt_is_best() -> None:
 def test_an_attempt_worse_than_the_best_rolls_back_to_it() -> None:
     decisions = _run(ProgressTracker(), [0.5, 0.8, 0.6])
     last = decisions[-1]
-    assert (last.action, last.reason, last.rollback_to) == ("rollback", Convergence.REGRESSION, 2)
+    assert (last.action, last.reason, last.rollback_to) == ("rollback", StopReason.REGRESSION, 2)
     assert last.explanation == (
         "attempt 3 (score 0.60) regressed from attempt 2 (score 0.80); "
         "the next retry starts from attempt 2's changes"
@@ -174,7 +174,7 @@ def test_rollback_can_be_switched_off_but_the_best_attempt_is_still_named() -> N
 
 def test_a_regression_that_ends_a_plateau_stops_and_still_names_the_best() -> None:
     decision = _run(ProgressTracker(), [0.8, 0.8, 0.6])[-1]
-    assert (decision.action, decision.reason, decision.rollback_to) == ("stop", Convergence.PLATEAU, 2)
+    assert (decision.action, decision.reason, decision.rollback_to) == ("stop", StopReason.PLATEAU, 2)
 
 
 # --- oscillation ---------------------------------------------------------------------------------
@@ -183,7 +183,7 @@ def test_a_regression_that_ends_a_plateau_stops_and_still_names_the_best() -> No
 def test_scores_going_up_down_up_stop_with_oscillation() -> None:
     decisions = _run(ProgressTracker(), [0.5, 0.8, 0.6, 0.8])
     assert [d.action for d in decisions] == ["continue", "continue", "rollback", "stop"]
-    assert decisions[-1].reason is Convergence.OSCILLATION
+    assert decisions[-1].reason is StopReason.OSCILLATION
     assert decisions[-1].explanation == (
         "scores went up and down over attempts 1 to 4 (0.50 → 0.80 → 0.60 → 0.80); "
         "retries are not converging"
@@ -192,7 +192,7 @@ def test_scores_going_up_down_up_stop_with_oscillation() -> None:
 
 def test_scores_going_down_up_down_stop_with_oscillation() -> None:
     decisions = _run(ProgressTracker(stop_on_plateau=False), [0.8, 0.5, 0.7, 0.4])
-    assert decisions[-1].reason is Convergence.OSCILLATION
+    assert decisions[-1].reason is StopReason.OSCILLATION
     assert decisions[-1].rollback_to == 1
 
 
@@ -204,12 +204,12 @@ def test_up_and_down_to_a_new_best_is_progress_not_oscillation() -> None:
 
 def test_an_unchanged_score_breaks_the_alternation() -> None:
     decisions = _run(ProgressTracker(stop_on_plateau=False), [0.5, 0.8, 0.8, 0.6, 0.8])
-    assert all(d.reason is not Convergence.OSCILLATION for d in decisions[:4])
+    assert all(d.reason is not StopReason.OSCILLATION for d in decisions[:4])
 
 
 def test_without_oscillation_stops_the_plateau_rule_still_applies() -> None:
     decisions = _run(ProgressTracker(stop_on_oscillation=False), [0.5, 0.8, 0.6, 0.8])
-    assert decisions[-1].reason is Convergence.PLATEAU
+    assert decisions[-1].reason is StopReason.PLATEAU
 
 
 def test_returning_to_an_earlier_failure_is_oscillation() -> None:
@@ -219,7 +219,7 @@ def test_returning_to_an_earlier_failure_is_oscillation() -> None:
         tracker.record(_a(2, 0.5, ["t::b"], "B")),
         tracker.record(_a(3, 0.5, ["t::a"], "A")),
     ]
-    assert decisions[-1].reason is Convergence.OSCILLATION
+    assert decisions[-1].reason is StopReason.OSCILLATION
     assert decisions[-1].explanation == (
         "attempt 3 failed exactly as attempt 1 did, after attempt 2 failed differently; "
         "the retries are going in circles"
@@ -230,7 +230,7 @@ def test_without_signatures_the_failing_tests_identify_a_repeat() -> None:
     tracker = ProgressTracker(stop_on_plateau=False)
     for number, failing in enumerate([["a"], ["b"], ["a"]], start=1):
         decision = tracker.record(_a(number, 0.0, failing))
-    assert decision.reason is Convergence.OSCILLATION
+    assert decision.reason is StopReason.OSCILLATION
 
 
 def test_a_repeat_that_improves_the_score_is_not_stopped() -> None:
@@ -254,7 +254,7 @@ def test_the_same_failure_twice_is_flagged_for_the_next_reflection() -> None:
         "; it failed exactly as attempt 1 did, so that reflection did not help"
     )
     third = tracker.record(_a(3, 0.5, ["t::a"], "A"))
-    assert third.repeated_signature and third.reason is Convergence.PLATEAU
+    assert third.repeated_signature and third.reason is StopReason.PLATEAU
 
 
 def test_missing_signatures_are_never_a_repeat() -> None:
@@ -296,7 +296,7 @@ def test_a_passing_verdict_scores_full_and_stops() -> None:
     verdict = Verdict(passed=True, steps=[step])
     score = AttemptScore.from_verdict(1, verdict)
     assert (score.score, score.passed) == (1.0, True)
-    assert ProgressTracker().record(score).reason is Convergence.PASSED
+    assert ProgressTracker().record(score).reason is StopReason.PASSED
 
 
 def test_a_check_that_cannot_run_stops_with_environment_at_once() -> None:
@@ -305,7 +305,7 @@ def test_a_check_that_cannot_run_stops_with_environment_at_once() -> None:
     score = AttemptScore.from_verdict(1, verdict)
     assert (score.score, score.environment) == (0.0, True)
     decision = ProgressTracker().record(score)
-    assert (decision.action, decision.reason) == ("stop", Convergence.ENVIRONMENT)
+    assert (decision.action, decision.reason) == ("stop", StopReason.ENVIRONMENT)
     assert "could not run" in decision.explanation
 
 
@@ -321,7 +321,7 @@ def test_decisions_become_camel_case_run_log_fields() -> None:
 
 
 def test_the_stop_reasons_are_exactly_the_documented_ones() -> None:
-    assert [c.value for c in Convergence] == [
+    assert [c.value for c in StopReason] == [
         "passed", "max_retries", "plateau", "oscillation", "regression", "budget", "environment",
     ]  # fmt: skip
 

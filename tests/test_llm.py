@@ -195,7 +195,7 @@ async def test_transient_errors_are_retried_until_success(tmp_path: Path, kind: 
 
     assert reply.text == "recovered"
     assert len(sleeps) == 2  # two failed attempts, then the answer
-    assert seen == [reply] and model.calls == 1
+    assert seen == [reply] and model.meter.calls == 1
 
 
 @pytest.mark.anyio
@@ -209,7 +209,7 @@ async def test_transient_error_gives_up_after_max_attempts(tmp_path: Path, sleep
     error = caught.value
     assert (error.kind, error.transient, error.attempts) == ("server", True, 2)
     assert "after 2 attempts" in str(error)
-    assert model.calls == 0
+    assert model.meter.calls == 0
     assert (await model.complete(user("x"))).text == "too late"  # exactly two attempts were spent
 
 
@@ -284,10 +284,10 @@ async def test_totals_add_up_and_unknown_cost_makes_the_total_unknown(tmp_path: 
     await unpriced.complete(user("x"))
     await unpriced.complete(user("x"))
 
-    assert (priced.calls, priced.total_input_tokens, priced.total_output_tokens) == (3, 300, 30)
-    assert priced.total_cost_usd == pytest.approx(3 * 0.00012)
-    assert (unpriced.calls, unpriced.total_input_tokens, unpriced.total_output_tokens) == (2, 200, 20)
-    assert unpriced.total_cost_usd is None
+    assert (priced.meter.calls, priced.meter.input_tokens, priced.meter.output_tokens) == (3, 300, 30)
+    assert priced.meter.cost_usd == pytest.approx(3 * 0.00012)
+    assert (unpriced.meter.calls, unpriced.meter.input_tokens, unpriced.meter.output_tokens) == (2, 200, 20)
+    assert unpriced.meter.cost_usd is None
 
 
 @pytest.mark.anyio
@@ -298,7 +298,7 @@ async def test_a_failing_on_call_hook_does_not_lose_the_reply(tmp_path: Path) ->
     model = LiteLLMModel(scripted_script([{"reply": "kept"}], dir=tmp_path), on_call=broken)
 
     assert (await model.complete(user("x"))).text == "kept"
-    assert model.calls == 1
+    assert model.meter.calls == 1
 
 
 def test_litellm_model_is_a_chat_model() -> None:

@@ -234,7 +234,7 @@ def test_cost_budget_stops_before_an_attempt_that_would_overspend(git_repo, caps
     assert overnight(repo, "--max-cost", "0.015", "--no-reflexion", "--json") == 1
 
     (summary,) = json_summaries(capsys.readouterr().out)
-    assert summary["stopReason"].startswith("cost budget")
+    assert summary["stopReason"].startswith("run cost budget")
     (row,) = summary["tasks"]
     assert row["outcome"] == "budget" and row["calls"] == 1
     assert row["costUsd"] == pytest.approx(0.01)

@@ -17,6 +17,7 @@ import pytest
 from orchestrator.checks.envcheck import environment_error
 from orchestrator.checks.flaky import flaky_tests, is_flaky, rerun_failing
 from orchestrator.checks.preflight import Baseline, about_task, preflight, relevant_failures
+from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import CommandResult, Kind, Verdict, verify
 from reflection.digest import make_digest
 from reflection.schema import FailureType
@@ -33,17 +34,12 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 async def _baseline(root: Path, *, task_text: str = "", tests: list[str] | None = None) -> Baseline:
-    return await preflight(
-        root,
-        typecheck_commands=[],
-        test_commands=[PYTEST] if tests is None else tests,
-        timeout_s=60,
-        task_text=task_text,
-    )
+    checks = CheckSettings(tests=(PYTEST,) if tests is None else tuple(tests), timeout_s=60)
+    return await preflight(root, checks, task_text=task_text)
 
 
 async def _verify(root: Path) -> Verdict:
-    return await verify(root, typecheck_commands=[], test_commands=[PYTEST], timeout_s=60)
+    return await verify(root, CheckSettings(tests=[PYTEST], timeout_s=60))
 
 
 # --- environment errors --------------------------------------------------------------------------
@@ -157,12 +153,12 @@ def test_failures_the_code_or_the_task_can_fix_are_not_environment_errors(
 
 @pytest.mark.anyio
 async def test_preflight_runs_every_command_even_after_a_typecheck_failure(tmp_path: Path) -> None:
-    baseline = await preflight(
-        tmp_path,
-        typecheck_commands=["echo 'app.py:1: error: Name \"x\" is not defined'; exit 1"],
-        test_commands=["echo first-suite", "echo second-suite"],
+    checks = CheckSettings(
+        typecheck=("echo 'app.py:1: error: Name \"x\" is not defined'; exit 1",),
+        tests=("echo first-suite", "echo second-suite"),
         timeout_s=30,
     )
+    baseline = await preflight(tmp_path, checks)
     assert baseline.typecheck_failing and baseline.environment_error is None
     assert [s.kind for s in baseline.verdict.steps] == ["typecheck", "test", "test"]
     assert baseline.verdict.failure_type == FailureType.TYPECHECK_FAILURE
@@ -320,7 +316,7 @@ async def test_a_test_that_passes_on_rerun_is_flaky(tmp_path: Path) -> None:
     _write(tmp_path, {"test_flaky.py": FLAKY})
     first = await _verify(tmp_path)
     assert not first.passed
-    rerun = await rerun_failing(tmp_path, first, timeout_s=60, digest_tokens=1500)
+    rerun = await rerun_failing(tmp_path, first, CheckSettings(timeout_s=60, digest_tokens=1500))
     assert rerun.passed and rerun.tests_passed == 1
     assert is_flaky(first, rerun)
     assert flaky_tests(first, rerun) == ["test_flaky.py::test_flaky"]
@@ -330,7 +326,7 @@ async def test_a_test_that_passes_on_rerun_is_flaky(tmp_path: Path) -> None:
 async def test_a_consistently_failing_test_is_not_flaky(tmp_path: Path) -> None:
     _write(tmp_path, {"test_flaky.py": FLAKY, "test_broken.py": BROKEN})
     first = await _verify(tmp_path)
-    rerun = await rerun_failing(tmp_path, first, timeout_s=60, digest_tokens=1500)
+    rerun = await rerun_failing(tmp_path, first, CheckSettings(timeout_s=60, digest_tokens=1500))
     assert not rerun.passed
     assert rerun.digest is not None
     assert rerun.digest.failing_tests == ["test_broken.py::test_broken"]
@@ -346,15 +342,17 @@ async def test_rerun_keeps_earlier_passed_steps_and_reruns_only_the_failing_one(
     counter = tmp_path / "runs"
     first = await verify(
         tmp_path,
-        typecheck_commands=["echo checked"],
-        test_commands=[f"echo x >> {counter}; exit 1"],
-        timeout_s=30,
+        CheckSettings(
+            typecheck=["echo checked"],
+            tests=[f"echo x >> {counter}; exit 1"],
+            timeout_s=30,
+        ),
     )
-    rerun = await rerun_failing(tmp_path, first, timeout_s=30, digest_tokens=500)
+    rerun = await rerun_failing(tmp_path, first, CheckSettings(timeout_s=30, digest_tokens=500))
     assert [s.kind for s in rerun.steps] == ["typecheck", "test"]
     assert counter.read_text() == "x\nx\n"
     assert not is_flaky(first, rerun)  # failed again without naming tests: no evidence
     already = rerun.model_copy(update={"passed": True})
-    passed = await rerun_failing(tmp_path, already, timeout_s=30)
+    passed = await rerun_failing(tmp_path, already, CheckSettings(timeout_s=30))
     assert counter.read_text() == "x\nx\n"  # nothing to rerun
     assert passed.passed

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import CommandResult, Verdict, run_command, verify
 from reflection.schema import FailureType
 
@@ -58,7 +59,7 @@ async def test_command_runs_in_cwd_with_the_given_environment(tmp_path: Path) ->
 
 @pytest.mark.anyio
 async def test_no_commands_pass(tmp_path: Path) -> None:
-    verdict = await verify(tmp_path, typecheck_commands=[], test_commands=[], timeout_s=5)
+    verdict = await verify(tmp_path, CheckSettings(timeout_s=5))
     assert verdict.passed and verdict.steps == []
     assert verdict.failure_type is None and verdict.score == 1.0
 
@@ -68,9 +69,11 @@ async def test_passing_pytest_run_counts_tests(tmp_path: Path) -> None:
     (tmp_path / "test_ok.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
     verdict = await verify(
         tmp_path,
-        typecheck_commands=[f"{PY} -c 'import sys; sys.exit(0)'"],
-        test_commands=[f"{PY} -m pytest -q -p no:cacheprovider test_ok.py"],
-        timeout_s=60,
+        CheckSettings(
+            typecheck=[f"{PY} -c 'import sys; sys.exit(0)'"],
+            tests=[f"{PY} -m pytest -q -p no:cacheprovider test_ok.py"],
+            timeout_s=60,
+        ),
     )
     assert verdict.passed, verdict.steps[-1].output
     assert [s.kind for s in verdict.steps] == ["typecheck", "test"]
@@ -93,10 +96,7 @@ async def test_failing_pytest_run_is_a_test_failure_with_counts(tmp_path: Path) 
     )
     verdict = await verify(
         tmp_path,
-        typecheck_commands=[],
-        test_commands=[f"{PY} -m pytest -q -p no:cacheprovider test_sample.py"],
-        timeout_s=60,
-    )
+        CheckSettings(tests=[f"{PY} -m pytest -q -p no:cacheprovider test_sample.py"], timeout_s=60))
     assert not verdict.passed
     assert verdict.failure_type is FailureType.TEST_FAILURE
     assert (verdict.tests_failed, verdict.tests_passed) == (1, 1)
@@ -111,9 +111,11 @@ async def test_failing_pytest_run_is_a_test_failure_with_counts(tmp_path: Path) 
 async def test_typecheck_failure_stops_before_the_tests(tmp_path: Path) -> None:
     verdict = await verify(
         tmp_path,
-        typecheck_commands=[f"{PY} -c 'print(\"x.py:3: error: bad type\"); raise SystemExit(1)'"],
-        test_commands=["touch tests-ran.marker"],
-        timeout_s=30,
+        CheckSettings(
+            typecheck=[f"{PY} -c 'print(\"x.py:3: error: bad type\"); raise SystemExit(1)'"],
+            tests=["touch tests-ran.marker"],
+            timeout_s=30,
+        ),
     )
     assert verdict.failure_type is FailureType.TYPECHECK_FAILURE
     assert not (tmp_path / "tests-ran.marker").exists()
@@ -126,10 +128,7 @@ async def test_typecheck_failure_stops_before_the_tests(tmp_path: Path) -> None:
 async def test_a_missing_program_is_a_runtime_error(tmp_path: Path) -> None:
     verdict = await verify(
         tmp_path,
-        typecheck_commands=["no-such-typechecker-xyz --strict"],
-        test_commands=[],
-        timeout_s=30,
-    )
+        CheckSettings(typecheck=["no-such-typechecker-xyz --strict"], timeout_s=30))
     assert verdict.failure_type is FailureType.RUNTIME_ERROR
     step = verdict.steps[0]
     assert step.started and step.exit_code == 127
@@ -140,10 +139,7 @@ async def test_a_missing_program_is_a_runtime_error(tmp_path: Path) -> None:
 async def test_a_test_command_that_crashes_is_a_runtime_error(tmp_path: Path) -> None:
     verdict = await verify(
         tmp_path,
-        typecheck_commands=[],
-        test_commands=[f"{PY} -c 'import no_such_module_xyz'"],
-        timeout_s=30,
-    )
+        CheckSettings(tests=[f"{PY} -c 'import no_such_module_xyz'"], timeout_s=30))
     assert verdict.failure_type is FailureType.RUNTIME_ERROR
     assert "ModuleNotFoundError" in verdict.steps[0].output
 
@@ -154,14 +150,14 @@ async def test_a_command_that_cannot_start_is_reported_not_raised(tmp_path: Path
     result = await run_command("true", missing, timeout_s=5)
     assert not result.started and result.exit_code is None
     assert str(missing) in result.output
-    verdict = await verify(missing, typecheck_commands=[], test_commands=["true"], timeout_s=5)
+    verdict = await verify(missing, CheckSettings(tests=["true"], timeout_s=5))
     assert verdict.failure_type is FailureType.RUNTIME_ERROR
 
 
 @pytest.mark.anyio
 async def test_timeout_kills_the_shell_and_its_children(tmp_path: Path) -> None:
     command = "echo $$ > shell.pid; sleep 300 & echo $! > child.pid; echo started; sleep 300"
-    verdict = await verify(tmp_path, typecheck_commands=[], test_commands=[command], timeout_s=1)
+    verdict = await verify(tmp_path, CheckSettings(tests=[command], timeout_s=1))
 
     assert verdict.failure_type is FailureType.TIMEOUT
     step = verdict.steps[0]

@@ -29,13 +29,13 @@ import logging
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import anyio
 
 from bench.humaneval.build import build_repo, project_config
 from bench.humaneval.control import run_control
 from bench.humaneval.modes import CONTROL, FIXED_TRIALS, MAX_ATTEMPTS, MODES, Mode, parse_modes
+from bench.humaneval.options import RunOptions
 from bench.humaneval.problems import Problem, ProblemError, dataset_info, load_problems, parse_ids, select
 from bench.humaneval.report import write_markdown
 from bench.humaneval.results import ModeRecord, ModeSettings, ResultFile, result_from_repo
@@ -56,33 +56,6 @@ class HarnessError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_STOPPED) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-@dataclass
-class RunOptions:
-    model: str
-    work: Path
-    problems: list[Problem]
-    modes: list[Mode] = field(default_factory=lambda: list(MODES.values()))
-    parallel: int = 1
-    out: Path | None = None  # None: <work>/results.json
-    verify_timeout_s: float = 60.0
-    model_timeout_s: float = 120.0
-    reflection_timeout_s: float | None = None  # None: model_timeout_s
-    edit_format: str = "auto"
-    temperature: float | None = None  # None: the provider's default
-
-    @property
-    def reflection_seconds(self) -> float:
-        return self.reflection_timeout_s or self.model_timeout_s
-
-    @property
-    def results_path(self) -> Path:
-        return self.out or self.work / "results.json"
-
-    @property
-    def markdown_path(self) -> Path:
-        return self.results_path.with_suffix(".md")
 
 
 async def run_benchmark(options: RunOptions) -> ResultFile:

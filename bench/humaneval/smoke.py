@@ -21,9 +21,9 @@ from typing import Literal
 
 from bench.humaneval.build import SOLUTION, solution_text
 from bench.humaneval.modes import CONTROL, MODES, Mode
+from bench.humaneval.options import RunOptions
 from bench.humaneval.problems import Problem, ProblemError
 from bench.humaneval.results import ResultFile
-from bench.humaneval.run import RunOptions
 
 SMOKE_SIZE = 5
 Role = Literal["at_once", "never", "with_reflection"]

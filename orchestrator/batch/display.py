@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.render import HumanLines, JsonLines
 from orchestrator.runlog import Event, Listener
+from reflection.meter import Meter
 
 if TYPE_CHECKING:
     from orchestrator.batch.engine import Budget, RepoReport
@@ -40,8 +41,7 @@ class LiveDisplay(AbstractContextManager):
         self.started = time.monotonic()
         self.done = self.blocked = self.other = 0
         self.running: dict[str, str] = {}  # taskId -> what it is doing
-        self.tokens = 0
-        self.cost: float | None = 0.0
+        self.meter = Meter()  # every model call seen in the events
         self.last = ""
 
     def __enter__(self) -> LiveDisplay:
@@ -63,9 +63,7 @@ class LiveDisplay(AbstractContextManager):
         elif kind == "reflection":
             self.last = f"{task}: reflection [{event.get('category')}] {event.get('analysis', '')}"
         elif kind == "model_call":
-            self.tokens += (event.get("inputTokens") or 0) + (event.get("outputTokens") or 0)
-            if self.cost is not None:
-                self.cost = None if event.get("costUsd") is None else self.cost + event["costUsd"]
+            self.meter.add_call(event.get("inputTokens"), event.get("outputTokens"), event.get("costUsd"))
         elif kind in ("task_closed", "task_blocked", "task_reopened", "task_stopped"):
             self.running.pop(task, None)
             if kind == "task_closed":
@@ -84,11 +82,10 @@ class LiveDisplay(AbstractContextManager):
         from rich.table import Table
         from rich.text import Text
 
-        cost = "unknown" if self.cost is None else f"${self.cost:.4f}"
         minutes = (time.monotonic() - self.started) / 60
         status = Text(
             f"goldenloop overnight: done {self.done} · blocked {self.blocked} · "
-            f"running {len(self.running)} · {minutes:.1f} min · {self.tokens} tokens · {cost}",
+            f"running {len(self.running)} · {minutes:.1f} min · {self.meter.input_tokens + self.meter.output_tokens} tokens · {self.meter.cost_text()}",
             style="bold",
         )
         table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))

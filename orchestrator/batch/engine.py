@@ -22,9 +22,10 @@ import orjson
 
 from orchestrator.batch.progress import write_progress
 from orchestrator.batch.worktree import MergeConflict, Worktree, Worktrees
+from orchestrator.budget import SpendLimit
 from orchestrator.fileio import atomic_write
-from orchestrator.loop.golden import TaskOutcome
-from orchestrator.metering import Meter
+from orchestrator.layout import Layout
+from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.repo import Repo
 from orchestrator.runlog import Listener, RunLog, new_run_id
 from orchestrator.session import (
@@ -36,6 +37,7 @@ from orchestrator.session import (
 )
 from orchestrator.tasks import Task
 from reflection.llm import price_known
+from reflection.meter import Meter
 
 T = TypeVar("T")
 INFRA_FAILURES_TO_STOP = 3
@@ -100,11 +102,13 @@ class RepoRun:
         self.own_max_tasks = c.max_tasks_per_run
         self.own_seconds = c.max_runtime_minutes * 60 if c.max_runtime_minutes else None
         self.own_cost = c.max_cost_usd
+        # The run's money, checked before each task and each attempt (its own, task-wide
+        # limits are the session's).
+        self.spend = SpendLimit(budget.meter, max_cost=self.max_cost(), scope="run")
         self.report = RepoReport(session.project_dir, session.runlog.run_id)  # type: ignore[union-attr]
         self.running: set[str] = set()
         self.finished = 0
         self.infra_failures = 0
-        self.attempts = 0
         self.worktrees = Worktrees(session.project_dir) if parallel > 1 else None
         self.main_lock = anyio.Lock()
 
@@ -126,26 +130,7 @@ class RepoRun:
             return "time budget used up"
         if self.infra_failures >= INFRA_FAILURES_TO_STOP:
             return f"{INFRA_FAILURES_TO_STOP} infrastructure failures in a row (model unreachable or refused)"
-        return self.cost_check(count=False)
-
-    def cost_check(self, count: bool = True) -> str | None:
-        """Before each attempt: would the next attempt, priced like the average so far, overspend?"""
-        limit = self.max_cost()
-        if count:
-            self.attempts += 1
-        if limit is None:
-            return None
-        spent = self.budget.meter.cost_usd
-        if spent is None:
-            return "cost budget: a model call had an unknown price, so spending cannot be counted"
-        done = max(self.attempts - 1, 0) if count else self.attempts
-        estimate = spent / done if done else 0.0
-        if spent + estimate > limit:
-            return (
-                f"cost budget: ${spent:.4f} spent of ${limit:.4f}, "
-                f"the next attempt is estimated at ${estimate:.4f}"
-            )
-        return None
+        return self.spend.reason()
 
     # -- running --------------------------------------------------------------------
 
@@ -203,12 +188,12 @@ class RepoRun:
 
     async def run_task(self, task: Task) -> TaskOutcome:
         if self.worktrees is None:
-            return await self.session.run_task(task, budget_check=self.cost_check)
+            return await self.session.run_task(task, budget_check=self.spend.before_attempt)
         tree = await self.on_main(self.worktrees.add, task.id)
         repo, keep_branch = await anyio.to_thread.run_sync(Repo, tree.path), False
         try:
             outcome = await self.session.run_task(
-                task, repo=repo, budget_check=self.cost_check, bookkeeping=False
+                task, repo=repo, budget_check=self.spend.before_attempt, bookkeeping=False
             )
             if outcome.status == "closed" and outcome.commits:
                 keep_branch = not await self.on_main(self.integrate, task, tree, outcome)
@@ -322,7 +307,7 @@ async def _run_repository(directory: Path, run_id: str, options: OvernightOption
 def _write_summaries(session: ProjectSession, report: RepoReport) -> None:
     stop = report.stop_reason = report.stop_reason or "interrupted"  # the summary file says it too
     write_progress(session.project_dir, report.run_id, report.outcomes, stop_reason=stop, meter=session.run_meter)
-    path = session.project_dir / ".openagents" / "runs" / f"{report.run_id}-summary.json"
+    path = Layout(session.project_dir).run_summary(report.run_id)
     atomic_write(path, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n")
     session.runlog.event("run_stopped", reason=stop, summary=str(path))  # type: ignore[union-attr]
 

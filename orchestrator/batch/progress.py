@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orchestrator.fileio import atomic_write
-from orchestrator.loop.golden import TaskOutcome
-from orchestrator.metering import Meter
+from orchestrator.layout import Layout
+from orchestrator.loop.outcome import TaskOutcome
+from reflection.meter import Meter
 from reflection.redact import redact
 
 
@@ -20,7 +21,7 @@ def write_progress(
     stop_reason: str,
     meter: Meter,
 ) -> Path:
-    path = project_dir / ".openagents" / "progress.md"
+    path = Layout(project_dir).progress
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"# goldenloop run {run_id}",

@@ -42,7 +42,7 @@ log = logging.getLogger("goldenloop.convergence")
 _ENVIRONMENT_EXITS = (126, 127)  # POSIX shells: command not executable / not found
 
 
-class Convergence(StrEnum):
+class StopReason(StrEnum):
     """Why retrying a subtask ended (or, for `regression`, why its tree was rolled back)."""
 
     PASSED = "passed"
@@ -93,7 +93,7 @@ class Decision:
     """What to do after an attempt, and why, in one sentence for logs and the next prompt."""
 
     action: Action
-    reason: Convergence | None
+    reason: StopReason | None
     explanation: str
     repeated_signature: bool = False  # failed as the attempt before: the reflection missed
     rollback_to: int | None = None  # the best attempt, when this one is worse than it
@@ -191,7 +191,7 @@ class ProgressTracker:
         trend: int,
     ) -> Decision:
         if attempt.passed:
-            return Decision("stop", Convergence.PASSED, f"attempt {attempt.number} passed verification")
+            return Decision("stop", StopReason.PASSED, f"attempt {attempt.number} passed verification")
         repeated = bool(attempt.signature) and attempt.signature == (previous and previous.signature)
         rollback_to = best_before.number if best_before and trend < 0 else None
         stop = self._stop_reason(attempt, trend)
@@ -203,13 +203,13 @@ class ProgressTracker:
             why += f"; it failed exactly as attempt {previous.number} did, so that reflection did not help"
         if rollback_to is not None and self.rollback_regressions:
             why += f"; the next retry starts from attempt {rollback_to}'s changes"
-            return Decision("rollback", Convergence.REGRESSION, why, repeated, rollback_to)
+            return Decision("rollback", StopReason.REGRESSION, why, repeated, rollback_to)
         return Decision("continue", None, why, repeated, rollback_to)
 
-    def _stop_reason(self, attempt: AttemptScore, trend: int) -> tuple[Convergence, str] | None:
+    def _stop_reason(self, attempt: AttemptScore, trend: int) -> tuple[StopReason, str] | None:
         """A reason to stop retrying, or None. A new best attempt is never stopped."""
         if attempt.environment:
-            return Convergence.ENVIRONMENT, (
+            return StopReason.ENVIRONMENT, (
                 f"attempt {attempt.number}'s checks could not run (command missing or not "
                 "executable); fix the environment, retrying the code cannot help"
             )
@@ -218,13 +218,13 @@ class ProgressTracker:
         if self.stop_on_oscillation:
             why = self._alternating() or self._circling()
             if why:
-                return Convergence.OSCILLATION, why
+                return StopReason.OSCILLATION, why
         if self.stop_on_plateau and self._plateaued():
             window = self._history[-self.plateau_window :]
             which = _span(window) if len(window) > 1 else f"attempt {window[0].number}"
             best = self._best
             assert best is not None  # a stale attempt always has a best before it
-            return Convergence.PLATEAU, (
+            return StopReason.PLATEAU, (
                 f"{which} did not improve on the best score so far ({best.score:.2f}); "
                 "more retries are unlikely to help"
             )

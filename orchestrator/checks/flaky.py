@@ -22,7 +22,8 @@ import logging
 from pathlib import Path
 
 from orchestrator.checks.preflight import known_failures
-from orchestrator.checks.verify import DEFAULT_OUTPUT_CAP, Verdict, verify
+from orchestrator.checks.settings import CheckSettings
+from orchestrator.checks.verify import Verdict, verify
 
 log = logging.getLogger("goldenloop.flaky")
 
@@ -30,10 +31,7 @@ log = logging.getLogger("goldenloop.flaky")
 async def rerun_failing(
     cwd: Path,
     verdict: Verdict,
-    *,
-    timeout_s: float,
-    digest_tokens: int = 1500,
-    output_cap_bytes: int = DEFAULT_OUTPUT_CAP,
+    checks: CheckSettings,
 ) -> Verdict:
     """Run the verdict's failing step (its last one) again, on the tree as it is now.
 
@@ -45,14 +43,7 @@ async def rerun_failing(
     if verdict.passed or not verdict.steps:
         return verdict
     failing = verdict.steps[-1]
-    again = await verify(
-        cwd,
-        typecheck_commands=[failing.command] if failing.kind == "typecheck" else [],
-        test_commands=[failing.command] if failing.kind != "typecheck" else [],
-        timeout_s=timeout_s,
-        digest_tokens=digest_tokens,
-        output_cap_bytes=output_cap_bytes,
-    )
+    again = await verify(cwd, checks.only(failing.kind, failing.command))
     log.info("rerun of %r: %s (first: %s)", failing.command, again.summary(), verdict.summary())
     earlier_passed, earlier_failed = _earlier_counts(verdict)
     return Verdict(

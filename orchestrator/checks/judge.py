@@ -17,16 +17,17 @@ from orchestrator.checks.envcheck import environment_error
 from orchestrator.checks.flaky import is_flaky, rerun_failing
 from orchestrator.checks.integrity import DEFAULT_TEST_GLOBS, check_integrity, has_marker, is_test_path
 from orchestrator.checks.preflight import Baseline, relevant_failures
+from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import Verdict, verify
-from orchestrator.config import ProjectConfig
+from orchestrator.config import RetryConfig
 from reflection.schema import FailureType
 
-Outcome = Literal["passed", "flaky", "preexisting", "failed", "integrity", "environment", "timeout"]
+JudgedOutcome = Literal["passed", "flaky", "preexisting", "failed", "integrity", "environment", "timeout"]
 
 
 @dataclass(frozen=True)
 class Judgement:
-    outcome: Outcome
+    outcome: JudgedOutcome
     summary: str  # one line for people and the run log
     failure: str = ""  # what the retry prompt says went wrong
     reflect: bool = False  # worth a reflection (a model call)
@@ -41,15 +42,16 @@ class Judge:
     def __init__(
         self,
         cwd: Path,
-        config: ProjectConfig,
+        checks: CheckSettings,
+        retry: RetryConfig,
         *,
         baseline: Baseline | None,
         task_text: str,
         about_tests: bool,
     ) -> None:
         self.cwd = cwd
-        self.config = config
-        self.retry = config.retry
+        self.checks = checks
+        self.retry = retry
         self.baseline = baseline
         self.task_text = task_text
         self.about_tests = about_tests
@@ -108,36 +110,22 @@ class Judge:
         if verdict.failure_type != FailureType.TEST_FAILURE:
             return None
         for _ in range(self.retry.flaky_reruns):
-            rerun = await rerun_failing(
-                self.cwd, verdict, timeout_s=self.config.timeouts.verify_seconds,
-                digest_tokens=self.config.digest_tokens,
-            )
+            rerun = await rerun_failing(self.cwd, verdict, self.checks)
             if not is_flaky(verdict, rerun):
                 continue
-            if rerun.steps and rerun.steps[-1].command != self._last_command():
-                rerun = await self._verify_all()  # the commands after the flaky one never ran
+            if rerun.steps and rerun.steps[-1].command != self.checks.last_command:
+                rerun = await verify(self.cwd, self.checks)  # the commands after the flaky one never ran
                 if not rerun.passed:
                     return None
             return f"flaky: {verdict.summary()} failed, then passed on a rerun"
         return None
-
-    def _last_command(self) -> str | None:
-        commands = [*self.config.typecheck_commands, *self.config.test_commands]
-        return commands[-1] if commands else None
-
-    async def _verify_all(self) -> Verdict:
-        c = self.config
-        return await verify(
-            self.cwd, typecheck_commands=c.typecheck_commands, test_commands=c.test_commands,
-            timeout_s=c.timeouts.verify_seconds, digest_tokens=c.digest_tokens,
-        )
 
     def _timeout_text(self, verdict: Verdict, digest: str) -> str:
         step = verdict.steps[-1] if verdict.steps else None
         if step is None:
             return digest
         return (
-            f"`{step.command}` was killed after the {self.config.timeouts.verify_seconds:g} s "
+            f"`{step.command}` was killed after the {self.checks.timeout_s:g} s "
             f"limit. Something the attempt changed makes it hang or run far slower (an "
             f"endless loop, a blocking call, a much slower algorithm); find and remove that.\n"
             f"{digest}"

@@ -32,7 +32,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.checks.envcheck import environment_error, mentions
-from orchestrator.checks.verify import DEFAULT_OUTPUT_CAP, Verdict, verify
+from orchestrator.checks.settings import CheckSettings
+from orchestrator.checks.verify import Verdict, verify
 from reflection.digest import normalise
 from reflection.schema import FailureType
 
@@ -75,13 +76,9 @@ class RelevantFailures(BaseModel):
 
 async def preflight(
     cwd: Path,
+    checks: CheckSettings,
     *,
-    typecheck_commands: list[str],
-    test_commands: list[str],
-    timeout_s: float,
-    digest_tokens: int = 1500,
     task_text: str = "",
-    output_cap_bytes: int = DEFAULT_OUTPUT_CAP,
 ) -> Baseline:
     """Run every check once on `cwd` as it is and describe the result.
 
@@ -89,18 +86,7 @@ async def preflight(
     is meant to create from being reported as a broken environment.
     """
     started = time.monotonic()
-    plan = [("typecheck", c) for c in typecheck_commands] + [("test", c) for c in test_commands]
-    verdicts: list[Verdict] = []
-    for kind, command in plan:
-        single = await verify(
-            cwd,
-            typecheck_commands=[command] if kind == "typecheck" else [],
-            test_commands=[command] if kind == "test" else [],
-            timeout_s=timeout_s,
-            digest_tokens=digest_tokens,
-            output_cap_bytes=output_cap_bytes,
-        )
-        verdicts.append(single)
+    verdicts = [await verify(cwd, checks.only(kind, command)) for kind, command in checks.steps]
     baseline = _baseline(verdicts, cwd, task_text, time.monotonic() - started)
     log.info(
         "baseline of %s: %s; %d failing test(s)%s%s",

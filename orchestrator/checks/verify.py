@@ -17,18 +17,17 @@ import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel
 
+from orchestrator.checks.settings import DEFAULT_OUTPUT_CAP, CheckSettings, Kind
 from reflection.digest import Digest, estimate_tokens, make_digest
 from reflection.schema import FailureType
 
 logger = logging.getLogger("goldenloop.verify")
 
-DEFAULT_OUTPUT_CAP = 256 * 1024
 TERM_GRACE_S = 2.0  # time between SIGTERM and SIGKILL to the group
 LINGER_S = 1.0  # after the shell exits, how long background children may keep the pipe
 DRAIN_AFTER_KILL_S = 1.0  # reading what is left in the pipe once the group is dead
@@ -36,7 +35,6 @@ CHUNK = 64 * 1024
 NOT_FOUND_EXIT = 127  # POSIX shells: command not found
 NOT_EXECUTABLE_EXIT = 126  # POSIX shells: found but not executable
 
-Kind = Literal["typecheck", "test", "agent"]  # agent: an external coding agent run
 
 
 class CommandResult(BaseModel):
@@ -296,28 +294,19 @@ def _add(total: int | None, value: int | None) -> int | None:
     return value if total is None else total + value
 
 
-async def verify(
-    cwd: Path,
-    *,
-    typecheck_commands: list[str],
-    test_commands: list[str],
-    timeout_s: float,
-    digest_tokens: int = 1500,
-    output_cap_bytes: int = DEFAULT_OUTPUT_CAP,
-) -> Verdict:
+async def verify(cwd: Path, checks: CheckSettings) -> Verdict:
     """Run typecheck commands, then test commands, stopping at the first failing step.
 
-    `timeout_s` applies to each command. With no commands at all the verdict is passed.
+    The timeout applies to each command. With no commands at all the verdict is passed.
     """
     started_at = time.monotonic()
-    plan: list[tuple[Kind, str]] = [("typecheck", c) for c in typecheck_commands]
-    plan += [("test", c) for c in test_commands]
+    timeout_s, digest_tokens = checks.timeout_s, checks.digest_tokens
     steps: list[CommandResult] = []
     passed_count: int | None = None
     failed_count: int | None = None
-    for kind, command in plan:
+    for kind, command in checks.steps:
         step = await run_command(
-            command, cwd, timeout_s=timeout_s, kind=kind, output_cap_bytes=output_cap_bytes
+            command, cwd, timeout_s=timeout_s, kind=kind, output_cap_bytes=checks.output_cap_bytes
         )
         steps.append(step)
         if step.ok and kind == "typecheck":

@@ -9,7 +9,7 @@ import anyio
 
 from orchestrator.batch.progress import write_progress
 from orchestrator.commands.console import interruptible, overrides_from, say, setup_output
-from orchestrator.loop.golden import TaskOutcome
+from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.render import JsonLines
 from orchestrator.runlog import RunLog
 from orchestrator.session import (

@@ -7,7 +7,7 @@ the loop finds the changes through git, verifies them and commits or restores.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -42,6 +42,14 @@ class ExecutionResult(BaseModel):
     repair: str | None = None
     format_asked: str | None = None  # the edit format the model was asked for
     format_received: str | None = None  # the shape its reply had (see edits.reply.shape_of)
+    # What failed when ok is False: a model's reply that could not be applied as an edit
+    # (a lesson about the reply format), or an external agent's run.
+    failure_kind: Literal["edit", "agent"] = "agent"
+
+    def failure_summary(self) -> str:
+        """One line for the attempt record and the run log."""
+        what = "the reply could not be applied" if self.failure_kind == "edit" else "the agent run failed"
+        return f"{what}: {self.error}"
 
 
 @runtime_checkable

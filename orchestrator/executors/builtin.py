@@ -81,7 +81,7 @@ class BuiltinExecutor:
             self.formats.record(asked, applied=False)
             log.info("attempt %d: reply (%s, asked %s) not applied: %s", request.attempt, received, asked, exc)
             repair = _repair(context, self.formats.choose(_largest_lines(request.repo_dir, in_play)), target)
-            return ExecutionResult(ok=False, error=str(exc), repair=repair, **common)
+            return ExecutionResult(ok=False, error=str(exc), repair=repair, failure_kind="edit", **common)
         self.formats.record(asked, applied=True)
         log.info("attempt %d: %d edit(s) applied to %s", request.attempt, len(edits), touched)
         return ExecutionResult(ok=True, touched=touched, **common)

@@ -21,10 +21,10 @@ import orjson
 
 from orchestrator.edits.formats import FORMATS, ROBUST, EditFormat
 from orchestrator.fileio import LockTimeout, atomic_write, file_lock
+from orchestrator.layout import Layout
 
 log = logging.getLogger("goldenloop.executors.format")
 
-HISTORY_NAME = "edit-formats.json"
 WHOLE_MAX_LINES = 400  # a larger file in play: whole files cost too many tokens
 FAILURES_TO_SWITCH = 2  # unapplicable replies in a row before the robust format
 MIN_ASKED = 3  # replies on record before the record is believed
@@ -39,7 +39,7 @@ class FormatHistory:
 
     @classmethod
     def for_project(cls, project_dir: Path) -> FormatHistory:
-        return cls(project_dir / ".openagents" / "memory" / HISTORY_NAME)
+        return cls(Layout(project_dir).edit_formats)
 
     def load(self) -> dict[str, dict[str, dict[str, int]]]:
         try:

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.fileio import atomic_write
+from orchestrator.layout import Layout, safe_name
 from orchestrator.loop.plan import Subtask
-from orchestrator.metering import Meter
 from orchestrator.tasks import Task
+from reflection.meter import Meter
 from reflection.redact import redact
 from reflection.schema import Reflection
 
@@ -49,15 +50,15 @@ def write_packet(
     snapshots: Sequence[AttemptSnapshot],
     reflections: Sequence[Reflection],
     meter: Meter,
-    convergence: str = "max_retries",
+    stop_reason: str = "max_retries",
 ) -> Path:
-    folder = project_dir / ".openagents" / "escalations"
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.id)
+    folder = Layout(project_dir).escalations
+    name = safe_name(task.id)
     packet, patch = folder / f"{name}.md", folder / f"{name}.patch"
     best = best_attempt(snapshots)
     if best is not None:
         atomic_write(patch, redact(best.diff).encode())
-    text = _markdown(task, subtask, snapshots, reflections, meter, best, patch, convergence)
+    text = _markdown(task, subtask, snapshots, reflections, meter, best, patch, stop_reason)
     atomic_write(packet, redact(text).encode())
     return packet
 
@@ -70,13 +71,13 @@ def _markdown(
     meter: Meter,
     best: AttemptSnapshot | None,
     patch: Path,
-    convergence: str,
+    stop_reason: str,
 ) -> str:
     lines = [
         f"# Escalation: {task.id} — {task.title}",
         "",
         f"Subtask `{subtask.id}`: {subtask.title}",
-        f"The loop gave up after {len(snapshots)} attempt(s) ({STOP_WORDS.get(convergence, convergence)}). "
+        f"The loop gave up after {len(snapshots)} attempt(s) ({STOP_WORDS.get(stop_reason, stop_reason)}). "
         "The task is blocked until a human looks at it.",
         "",
         "## What was tried",

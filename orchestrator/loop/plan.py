@@ -14,7 +14,9 @@ from typing import Literal
 import orjson
 from pydantic import Field, ValidationError
 
+from orchestrator.checks.judge import JudgedOutcome
 from orchestrator.fileio import atomic_write
+from orchestrator.layout import Layout
 from orchestrator.tasks import Task
 from reflection.schema import CamelModel, utc_now
 
@@ -23,14 +25,18 @@ log = logging.getLogger("goldenloop.plan")
 SubtaskStatus = Literal["pending", "in_progress", "done", "failed"]
 
 
+# How an attempt ended: as the judge saw its verdict, or before any verdict (its reply
+# could not be applied, it repeated a failed attempt's code, the model refused the
+# prompt, it changed the user's uncommitted files).
+AttemptOutcome = Literal[JudgedOutcome, Literal["edit_failed", "repeat", "model_refused", "user_files"]]
+
+
 class AttemptRecord(CamelModel):
     """What one attempt did and how verification judged it."""
 
-    number: int
+    number: int  # the subtask's attempts across runs
     started_at: datetime = Field(default_factory=utc_now)
-    # passed | failed | edit_failed (the reply could not be applied) | repeat (an earlier
-    # attempt's code again) | integrity | timeout | ... (see the loop)
-    outcome: str
+    outcome: AttemptOutcome
     failure_type: str | None = None
     summary: str = ""
     error_signature: str | None = None
@@ -53,10 +59,16 @@ class Subtask(CamelModel):
     last_failure_reason: str | None = None
     attempts: list[AttemptRecord] = Field(default_factory=list)
     commit: str | None = None
-    convergence: str | None = None  # why its attempts stopped: passed, plateau, max_retries ...
+    # Why its attempts stopped (a StopReason value); the key keeps its first name.
+    convergence: str | None = None
     # Where the subtask started, so a crashed run can put the tree back.
     base_commit: str | None = None
     dirty_before: list[str] = Field(default_factory=list)
+
+    @property
+    def next_number(self) -> int:
+        """The number the subtask's next attempt is recorded under, counting earlier runs."""
+        return len(self.attempts) + 1
 
 
 class SubtaskPlan(CamelModel):
@@ -67,7 +79,7 @@ class SubtaskPlan(CamelModel):
 
     @staticmethod
     def path_for(project_dir: Path, task_id: str) -> Path:
-        return project_dir / ".openagents" / "subtasks" / f"{_safe_name(task_id)}.json"
+        return Layout(project_dir).plan(task_id)
 
     @classmethod
     def load(cls, path: Path) -> SubtaskPlan | None:
@@ -85,10 +97,6 @@ class SubtaskPlan(CamelModel):
 
     def next_subtask(self) -> Subtask | None:
         return next((s for s in self.subtasks if s.status != "done"), None)
-
-
-def _safe_name(task_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
 
 
 def single_subtask_plan(task: Task) -> SubtaskPlan:

@@ -1,0 +1,39 @@
+"""How a task and a subtask end: the values the loop hands back to its callers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.checks.convergence import StopReason
+from reflection.meter import Meter
+
+# closed: every subtask passed; blocked: escalated to a human; model_unavailable and
+# budget: stopped without blame, the task back to open; interrupted: a signal or the
+# run's time budget stopped it, the task back to open.
+TaskStatus = Literal["closed", "blocked", "model_unavailable", "budget", "interrupted"]
+SubtaskEnd = Literal["passed", "escalated", "model_unavailable", "budget"]
+
+
+@dataclass
+class TaskOutcome:
+    task_id: str
+    status: TaskStatus
+    reason: str
+    commits: list[str] = field(default_factory=list)
+    attempts: int = 0
+    reflections: int = 0
+    meter: Meter = field(default_factory=Meter)
+    duration_s: float = 0.0
+    escalation: Path | None = None
+    stop_reason: StopReason | None = None  # why the last subtask's attempts stopped
+
+
+@dataclass
+class SubtaskResult:
+    end: SubtaskEnd
+    reason: str
+    commit: str | None = None
+    escalation: Path | None = None
+    stop_reason: StopReason | None = None

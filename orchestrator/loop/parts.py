@@ -1,0 +1,37 @@
+"""What the loop is made of, built once per run by `orchestrator.session`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.config import ProjectConfig
+from orchestrator.executors import Executor
+from orchestrator.layout import Layout
+from orchestrator.repo import Repo
+from orchestrator.runlog import RunLog
+from orchestrator.tasks import TaskBoard
+from reflection.llm import ChatModel
+from reflection.meter import Meter
+from reflection.service import ReflectionService
+
+
+@dataclass
+class LoopParts:
+    project_dir: Path
+    config: ProjectConfig
+    repo: Repo
+    board: TaskBoard
+    runlog: RunLog
+    executor: Executor
+    planner: ChatModel | None  # None: no decomposition call
+    reflections: ReflectionService | None  # None: reflexion off
+    session_id: str
+    meter: Meter  # of the current task, fed by the metered models
+    # Asked before every attempt; a reason to stop (e.g. the cost budget) or None.
+    budget_check: Callable[[], str | None] | None = None
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.project_dir)

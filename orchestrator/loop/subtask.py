@@ -1,0 +1,423 @@
+"""One subtask's attempts in one run: execute -> verify -> commit, or reflect and retry.
+
+A `SubtaskRun` owns everything its attempts learn (the tree each one left, how each
+failed, the progress tracker, the user's own files), so each step reads as "the run does
+X". Retries start from the failed attempt's tree. The tree is changed in three ways only:
+
+- **restore**: back to the subtask's base commit (the user's dirty files untouched);
+- **roll back**: back to the tree an earlier attempt left (None: the base);
+- **put back**: the subtask stops without blame (budget, model down): tree restored,
+  subtask pending, to be run again later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from orchestrator.checks.convergence import AttemptScore, Decision, ProgressTracker, StopReason
+from orchestrator.checks.judge import Judge, Judgement
+from orchestrator.checks.preflight import Baseline
+from orchestrator.checks.verify import Verdict, verify
+from orchestrator.executors import ExecutionRequest, ExecutionResult
+from orchestrator.loop.escalation import AttemptSnapshot, write_packet
+from orchestrator.loop.outcome import SubtaskResult
+from orchestrator.loop.parts import LoopParts
+from orchestrator.loop.plan import AttemptOutcome, AttemptRecord, Subtask, SubtaskPlan
+from orchestrator.loop.prompt import LastAttempt, attempt_prompt, start_over
+from orchestrator.loop.user_files import UserFiles
+from orchestrator.tasks import Task
+from reflection.llm import ModelError
+from reflection.redact import redact
+from reflection.schema import FailureContext
+from reflection.text import cut_block
+
+DIFF_BYTES = 200_000  # bound on a diff kept in memory or sent anywhere
+# Asking again after a retry returned an earlier attempt's code: greedy decoding of much
+# the same prompt tends to give the same answer, so the second ask samples.
+REASK_TEMPERATURE = 0.7
+REPLY_LOGGED = 4_000  # characters of an unapplied reply kept in the run log, to see why
+# A prompt too long for the model is this task's problem: block it, do not stop the run.
+TASK_MODEL_ERRORS = frozenset({"context_window"})
+T = TypeVar("T")
+
+
+class SubtaskRun:
+    def __init__(self, parts: LoopParts, task: Task, plan: SubtaskPlan, subtask: Subtask,
+                 baseline: Baseline | None) -> None:
+        self.p, self.task, self.plan, self.subtask = parts, task, plan, subtask
+        c = parts.config
+        self.max_attempts = c.reflexion.max_retries + 1
+        self.judge = Judge(parts.repo.root, c.checks, c.retry, baseline=baseline,
+                           task_text=task_text(task), about_tests=subtask.about_tests)
+        self.tracker = ProgressTracker(stop_on_plateau=c.retry.stop_on_plateau,
+                                       stop_on_oscillation=c.retry.stop_on_oscillation,
+                                       rollback_regressions=c.retry.rollback_regressions)
+        self.attempt = 0  # this run's attempts: "attempt k/N"
+        self.reflections = 0  # reflections written
+        self.base = ""  # the commit the subtask started from
+        self.user_files = UserFiles(parts.repo.root, set())
+        self.last: LastAttempt | None = None  # what the next prompt says about the last attempt
+        self.changed: list[str] = []  # the tree's changes against the base; the next attempt's hints
+        self.start: int | None = None  # the attempt whose tree the next attempt starts from; None: base
+        self.snapshots: list[AttemptSnapshot] = []  # for the escalation packet
+        self.patches: dict[int, str] = {}  # attempt -> its tree, as a binary patch against the base
+        self.failed_states: dict[str, int] = {}  # tree hash -> the failed attempt that left it
+        self.failures: dict[int, str] = {}  # attempt -> what its retry was told
+        self.scores: dict[int, AttemptScore] = {}  # attempt -> as the tracker saw it
+        self.decision: Decision | None = None  # the tracker's last word
+        self.previous_signature: str | None = None
+        self.current_patch: str | None = None  # the tree of the attempt in flight, once made
+
+    async def run(self) -> SubtaskResult:
+        await self.begin()
+        while self.attempt < self.max_attempts:
+            result = await self.next_attempt()
+            if result is not None:
+                return result
+        why = StopReason.MAX_RETRIES
+        if self.decision is not None and self.decision.action == "rollback":
+            why = StopReason.REGRESSION  # the last retry made things worse
+        return await self.escalate(why)
+
+    async def begin(self) -> None:
+        self.base = await self.git(self.p.repo.head)
+        # The user's own dirty paths (untracked, or modified with --allow-dirty) are
+        # never counted, committed or restored.
+        dirty = set(await self.git(self.p.repo.dirty_paths))
+        self.user_files = UserFiles(self.p.repo.root, dirty)
+        self.subtask.status, self.subtask.base_commit = "in_progress", self.base
+        self.subtask.dirty_before = sorted(dirty)
+        self.save()
+
+    # -- one attempt ------------------------------------------------------------------
+
+    async def next_attempt(self) -> SubtaskResult | None:
+        """One attempt; a result ends the subtask, None means: retry."""
+        p = self.p
+        stop = p.budget_check() if p.budget_check else None
+        if stop:
+            return await self.put_back("budget", stop)
+        self.attempt += 1
+        prompt = self.prompt(self.last)
+        self.event("attempt_started", attempt=self.attempt, of=self.max_attempts, promptChars=len(prompt))
+        started = time.monotonic()
+        request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=self.attempt, hint_paths=self.changed)
+        try:
+            executed, same_as = await self.execute(request)
+        except ModelError as exc:
+            if exc.kind in TASK_MODEL_ERRORS:  # this task's prompt is the problem: retries cannot help
+                self.record("model_refused", f"the model refused this task's prompt: {exc}", started)
+                return await self.escalate(StopReason.ENVIRONMENT)
+            return await self.put_back("model_unavailable", f"the model failed: {exc}")
+        self.changed = await self.changed_files()
+        # The diff costs several git calls: made when a retry, a reflection or the test
+        # integrity check (an attempt that touched test files) needs it.
+        diff = await self.diff() if not executed.ok or self.judge.touches_tests(self.changed) else ""
+        touched = self.user_files.keep()
+        if touched:  # their edits cannot be told from the user's: never ours to keep
+            return await self.touched_user_files(touched, started)
+        if not executed.ok:  # nothing ran: say exactly why, and how to get it right
+            await self.not_applied(executed, started, diff)
+            return None
+        if same_as is not None:  # a failed attempt's code again: its verdict is known
+            return await self.repeated(same_as, executed, started)
+        return await self.judge_attempt(executed, started, diff)
+
+    async def judge_attempt(self, executed: ExecutionResult, started: float, diff: str) -> SubtaskResult | None:
+        verdict = await verify(self.p.repo.root, self.p.config.checks)
+        self.log_verdict(verdict)
+        judged = await self.judge.judge(verdict, self.changed, diff)
+        if judged.outcome not in ("passed", "failed"):
+            self.event("judged", attempt=self.attempt, outcome=judged.outcome, summary=judged.summary)
+        if judged.passed:
+            sha = await self.commit()
+            self.subtask.status, self.subtask.commit, self.subtask.convergence = "done", sha, StopReason.PASSED
+            self.record(judged.outcome, judged.summary, started, verdict, executed=executed)
+            return SubtaskResult("passed", judged.summary, commit=sha, stop_reason=StopReason.PASSED)
+        diff = diff or await self.diff()
+        reflection_id = None
+        if judged.reflect and self.attempt < self.max_attempts:  # a reflection serves the next retry
+            reflection_id = await self.reflect_on_verdict(verdict, diff)
+        self.record(judged.outcome, judged.summary, started, verdict, reflection_id, executed=executed)
+        return await self.after_failure(verdict, judged, diff)
+
+    async def after_failure(self, verdict: Verdict, judged: Judgement, diff: str) -> SubtaskResult | None:
+        """Track progress: stop early, roll a regression back, or set up the retry."""
+        n = self.attempt
+        score = 0.0 if judged.outcome == "integrity" else verdict.score
+        self.snapshots.append(AttemptSnapshot(n, judged.summary, diff, score))
+        patch = self.current_patch if self.current_patch is not None else await self.snapshot()
+        self.patches[n] = patch
+        self.failed_states[_tree_key(patch)] = n
+        if judged.escalate:
+            return await self.escalate(StopReason.ENVIRONMENT)
+        attempt = AttemptScore.from_verdict(n, verdict)
+        if judged.outcome == "integrity":
+            attempt = AttemptScore(n, 0.0, signature="integrity")
+        self.scores[n] = attempt
+        decision = self.track(attempt, always_log=False)
+        if decision.action == "stop" and n < self.max_attempts:
+            return await self.escalate(decision.reason or StopReason.PLATEAU)
+        failure = judged.failure
+        if decision.repeated_signature:
+            failure += "\n\nThis is exactly the failure of the attempt before: that fix did not work."
+        if decision.action == "rollback" and decision.rollback_to in self.patches:
+            best = next(s for s in self.snapshots if s.number == decision.rollback_to)
+            await self.roll_back_to(best.number, event="rolled_back")
+            failure += (f"\n\nThis attempt was worse than attempt {best.number}, so the tree was put "
+                        f"back to attempt {best.number}'s changes (shown above); improve on those.")
+            diff = best.diff
+        elif judged.outcome == "integrity":  # weakened tests must not stay for the next attempt
+            await self.roll_back_to(self.start, event="attempt_undone")
+            failure += (f"\n\nThat diff was undone: the tree is back to how it was before attempt "
+                        f"{n}, tests included; make the tests pass by changing the code.")
+        else:
+            self.start = n
+        self.previous_signature = verdict.digest.signature if verdict.digest else None
+        self.failures[n] = failure
+        self.last = LastAttempt(n, diff, failure)
+        return None
+
+    def track(self, attempt: AttemptScore, *, always_log: bool) -> Decision:
+        decision = self.decision = self.tracker.record(attempt)
+        if always_log or decision.action != "continue" or decision.repeated_signature:
+            self.event("progress", attempt=self.attempt, **decision.as_event())
+        return decision
+
+    # -- replies that never reach the checks --------------------------------------------
+
+    async def execute(self, request: ExecutionRequest) -> tuple[ExecutionResult, int | None]:
+        """Run the executor; a retry that gives back a failed attempt's code is asked once more,
+        from the subtask's start, told how that code failed but not shown it.
+
+        Returns the result and, when its tree is still one a failed attempt left, that
+        attempt's number: verifying it again would only repeat a known verdict.
+        """
+        executed = await self.p.executor.execute(request)
+        same_as = await self.same_as_failed(executed)
+        if same_as is None or not self.p.config.retry.reask_repeats:
+            return executed, None
+        self.event("repeat", attempt=self.attempt, sameAs=same_as, action="asked again")
+        await self.roll_back_to(None)
+        block = start_over(same_as, self.failures.get(same_as, ""))
+        again = request.model_copy(
+            update={"prompt": f"{self.prompt(None)}\n\n{block}", "temperature": REASK_TEMPERATURE}
+        )
+        executed = await self.p.executor.execute(again)
+        return executed, await self.same_as_failed(executed)
+
+    async def same_as_failed(self, executed: ExecutionResult) -> int | None:
+        """The failed attempt whose tree the executor's result reproduces, if any."""
+        self.current_patch = None
+        if not executed.ok or not self.failed_states:
+            return None
+        self.current_patch = await self.snapshot()
+        return self.failed_states.get(_tree_key(self.current_patch))
+
+    async def repeated(self, same_as: int, executed: ExecutionResult, started: float) -> SubtaskResult | None:
+        """Count an attempt that reproduced attempt `same_as` even when asked not to.
+
+        Its verdict is `same_as`'s, so progress is tracked as if it had run: a repeat is
+        no improvement, and going back to an older attempt's code is oscillation.
+        """
+        n = self.attempt
+        summary = f"gave back attempt {same_as}'s code unchanged, even when asked for a different one"
+        self.event("repeat", attempt=n, sameAs=same_as, action="counted as a failed attempt")
+        self.record("repeat", summary, started, executed=executed)
+        earlier = next((s for s in self.snapshots if s.number == same_as), None)
+        diff = earlier.diff if earlier else ""
+        self.snapshots.append(AttemptSnapshot(n, summary, diff, earlier.score if earlier else 0.0))
+        self.patches[n] = self.patches.get(same_as, "")
+        self.failures[n] = self.failures.get(same_as, "")
+        await self.roll_back_to(None)  # the next attempt starts over, too
+        self.start = None
+        if same_as in self.scores:
+            decision = self.track(dataclasses.replace(self.scores[same_as], number=n), always_log=True)
+            if decision.action == "stop" and n < self.max_attempts:
+                return await self.escalate(decision.reason or StopReason.PLATEAU)
+        self.last = LastAttempt(n, diff, self.failures[n], repeat_of=same_as)
+        return None
+
+    async def not_applied(self, executed: ExecutionResult, started: float, diff: str) -> None:
+        """An attempt whose reply could not be applied (or whose agent failed): nothing ran."""
+        reason = executed.failure_summary()
+        self.event("edit_failed", attempt=self.attempt, error=executed.error,
+                   formatAsked=executed.format_asked, formatReceived=executed.format_received,
+                   reply=cut_block(redact(executed.reply or ""), REPLY_LOGGED))
+        reflection_id = None
+        if executed.failure_kind == "edit" and self.attempt < self.max_attempts:  # a format failure is a lesson too
+            reflection_id = await self.reflect_on_edit(executed)
+        self.record("edit_failed", reason, started, reflection_id=reflection_id, executed=executed)
+        self.snapshots.append(AttemptSnapshot(self.attempt, reason, diff, 0.0))
+        failure = "\n".join(part for part in (executed.error, executed.repair) if part)
+        self.last = LastAttempt(self.attempt, diff, failure, applied=False)
+
+    async def touched_user_files(self, touched: list[str], started: float) -> SubtaskResult:
+        reason = (f"the attempt changed {', '.join(touched)}, which hold(s) uncommitted work of yours; "
+                  "goldenloop never mixes its edits into your work: commit or stash it and run again")
+        self.event("user_files_touched", paths=touched)
+        self.record("user_files", reason, started)
+        return await self.escalate(StopReason.ENVIRONMENT)
+
+    # -- memory -------------------------------------------------------------------------
+
+    async def reflect_on_verdict(self, verdict: Verdict, diff: str) -> str | None:
+        digest = verdict.digest
+        if digest is None or verdict.failure_type is None:
+            return None
+        return await self.reflect(
+            failure_type=verdict.failure_type, digest=digest.text, error_signature=digest.signature,
+            failing_tests=digest.failing_tests, first_error=digest.first_error, diff=diff,
+            previous_signature=self.previous_signature,
+        )
+
+    async def reflect_on_edit(self, executed: ExecutionResult) -> str | None:
+        return await self.reflect(stage="edit", digest=executed.error) if executed.error else None
+
+    async def reflect(self, **failure: Any) -> str | None:
+        """Write a reflection on the attempt in flight; its id, or None (reflexion off or failing)."""
+        service = self.p.reflections
+        if service is None:
+            return None
+        number, s = self.subtask.next_number, self.subtask
+        ctx = FailureContext(session_id=self.p.session_id, task_id=self.task.id, subtask_id=s.id,
+                             attempt_number=number, subtask_title=s.title, subtask_description=s.description,
+                             files_modified=self.changed, **failure)
+        try:
+            reflection = await service.reflect(ctx)
+        except Exception as exc:  # noqa: BLE001 - memory trouble must not stop the loop
+            self.event("reflection_failed", error=str(exc))
+            return None
+        self.reflections += 1
+        self.event("reflection", attempt=number, id=reflection.id, category=reflection.category,
+                   analysis=reflection.analysis, suggestion=reflection.suggestion, source=reflection.source,
+                   path=service.location)
+        return reflection.id
+
+    def prompt(self, last: LastAttempt | None) -> str:
+        block = ""
+        service = self.p.reflections
+        if service is not None and (last is not None or self.subtask.attempts):  # incl. a killed run's
+            block = service.format_for_prompt(service.recent(self.subtask.id))
+        return attempt_prompt(self.task, self.plan, self.subtask, last=last, reflections=block)
+
+    # -- ending -------------------------------------------------------------------------
+
+    async def escalate(self, why: StopReason) -> SubtaskResult:
+        p, s = self.p, self.subtask
+        reflections = p.reflections.recent(s.id, 10) if p.reflections else []
+        packet = write_packet(p.project_dir, self.task, s, snapshots=self.snapshots, reflections=reflections,
+                              meter=p.meter, stop_reason=why)
+        restored = p.config.failure_cleanup == "restore"
+        if restored:
+            await self.restore()
+        s.status, s.convergence = "failed", why
+        self.save()
+        reason = (f"subtask {s.id} stopped ({why.value}) after {len(self.snapshots)} attempt(s); "
+                  f"last: {s.last_failure_reason}; see {packet.relative_to(p.project_dir)}")
+        self.event("escalated", convergence=why, packet=str(packet), restored=restored, reason=reason)
+        return SubtaskResult("escalated", reason, escalation=packet, stop_reason=why)
+
+    async def put_back(self, end: str, reason: str) -> SubtaskResult:
+        """Stop without blaming the task: restore the tree, leave the subtask pending."""
+        await self.restore()
+        why = StopReason.BUDGET if end == "budget" else None
+        self.subtask.status, self.subtask.convergence = "pending", why
+        self.save()
+        return SubtaskResult("budget" if end == "budget" else "model_unavailable", reason, stop_reason=why)
+
+    async def commit(self) -> str | None:
+        if not self.changed:
+            self.event("no_changes")
+            return None
+        sha = await self.git(self.p.repo.commit, self.changed, f"{self.task.id}: {self.subtask.title}")
+        self.event("committed", sha=sha, files=self.changed)
+        return sha
+
+    # -- the tree -----------------------------------------------------------------------
+
+    async def restore(self) -> None:
+        await self.git(self.p.repo.restore, self.base, self.user_files.paths)
+
+    async def roll_back_to(self, attempt: int | None, *, event: str | None = None) -> None:
+        """The tree as `attempt` left it; None: as the subtask found it."""
+        await self.restore()
+        if attempt is not None:
+            await self.git(self.p.repo.apply_snapshot, self.patches[attempt])
+        self.changed = await self.changed_files()
+        if event == "rolled_back":
+            self.start = attempt
+            self.event(event, toAttempt=attempt)
+        elif event is not None:
+            self.event(event, attempt=self.attempt, toAttempt=attempt)
+
+    async def changed_files(self) -> list[str]:
+        return await self.git(self.p.repo.changed_files, self.base, self.user_files.paths)
+
+    async def diff(self) -> str:
+        return await self.git(self.p.repo.diff, self.base, self.user_files.paths, DIFF_BYTES)
+
+    async def snapshot(self) -> str:
+        return await self.git(self.p.repo.snapshot, self.base, self.user_files.paths)
+
+    @staticmethod
+    async def git(fn: Callable[..., T], *args: Any) -> T:
+        """Git work off the event loop, so parallel workers' tests keep running."""
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args))
+
+    # -- records ------------------------------------------------------------------------
+
+    def record(self, outcome: AttemptOutcome, summary: str, started: float, verdict: Verdict | None = None,
+               reflection_id: str | None = None, *, executed: ExecutionResult | None = None) -> None:
+        s = self.subtask
+        digest = verdict.digest if verdict else None
+        s.attempts.append(AttemptRecord(
+            number=s.next_number,
+            outcome=outcome,
+            failure_type=verdict.failure_type if verdict and verdict.failure_type else None,
+            summary=summary,
+            error_signature=digest.signature if digest else None,
+            tests_passed=verdict.tests_passed if verdict else None,
+            tests_failed=verdict.tests_failed if verdict else None,
+            files_changed=self.changed,
+            reflection_id=reflection_id,
+            duration_s=round(time.monotonic() - started, 3),
+            format_asked=executed.format_asked if executed else None,
+            format_received=executed.format_received if executed else None,
+        ))
+        if outcome != "passed":
+            s.failure_count += 1
+            s.last_failure_reason = summary
+        self.save()
+
+    def save(self) -> None:
+        self.plan.save(self.p.layout.plan(self.plan.task_id))
+
+    def log_verdict(self, verdict: Verdict) -> None:
+        self.event("verdict", attempt=self.attempt, passed=verdict.passed, failureType=verdict.failure_type,
+                   summary=verdict.summary(), testsPassed=verdict.tests_passed, testsFailed=verdict.tests_failed,
+                   errorSignature=verdict.digest.signature if verdict.digest else None,
+                   durationS=round(verdict.duration_s, 3), filesChanged=self.changed)
+
+    def event(self, name: str, **fields: Any) -> None:
+        self.p.runlog.event(name, taskId=self.task.id, subtaskId=self.subtask.id, **fields)
+
+
+def _tree_key(patch: str) -> str:
+    """A tree's identity, from its snapshot against the subtask's base."""
+    return hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def task_text(task: Task) -> str:
+    """What the task says, for telling its own tests and modules from others."""
+    criteria = task.acceptance_criteria or ""
+    if isinstance(criteria, list):
+        criteria = "\n".join(criteria)
+    return "\n".join((task.title, task.description, criteria))

@@ -1,0 +1,58 @@
+"""What model calls cost: calls, tokens and money, counted one way everywhere.
+
+Unknown cost stays unknown: one call without a price makes the total unknown (None),
+never $0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Billed(Protocol):
+    """What one call reports (a ChatReply)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+
+
+@dataclass
+class Meter:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    errors: int = 0
+
+    def add(self, reply: Billed) -> None:
+        self.add_call(reply.input_tokens, reply.output_tokens, reply.cost_usd)
+
+    def add_call(self, input_tokens: int | None, output_tokens: int | None, cost_usd: float | None) -> None:
+        self.calls += 1
+        self.input_tokens += input_tokens or 0
+        self.output_tokens += output_tokens or 0
+        if self.cost_usd is not None:
+            self.cost_usd = None if cost_usd is None else self.cost_usd + cost_usd
+
+    def merge(self, other: Meter) -> None:
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.errors += other.errors
+        if self.cost_usd is not None:
+            self.cost_usd = None if other.cost_usd is None else self.cost_usd + other.cost_usd
+
+    def cost_text(self) -> str:
+        if self.calls == 0:
+            return "$0"
+        return "unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+
+    def as_dict(self) -> dict[str, int | float | None]:
+        return {
+            "calls": self.calls,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "costUsd": self.cost_usd if self.calls else 0.0,
+        }
