@@ -172,10 +172,12 @@ class Figures:
 
 
 def read_figures(repo: Path, seconds: float) -> Figures:
-    events = [json.loads(line) for path in sorted((repo / ".openagents" / "runs").glob("*.jsonl"))
-              for line in path.read_text().splitlines() if line.strip()]
+    from orchestrator.layout import Layout
+    from orchestrator.runlog import read_events
+
+    events = [e for path in sorted(Layout(repo).runs.glob("*.jsonl")) for e in read_events(path)]
     calls = [e for e in events if e["event"] == "model_call"]
-    status = json.loads((repo / ".openagents" / "tasks.jsonl").read_text().splitlines()[0])["status"]
+    status = json.loads(Layout(repo).tasks.read_text().splitlines()[0])["status"]
     why = next((e.get("convergence") for e in reversed(events)
                 if e["event"] in ("escalated", "task_blocked", "task_reopened")), None)
     return Figures(

@@ -1,4 +1,4 @@
-"""Every path goldenloop keeps under a project's `.openagents/`, named once (DESIGN §1).
+"""Every path goldenloop keeps under a project's `.openagents/`, named once (docs/ARCHITECTURE.md, "Files").
 
 Other modules ask `Layout(project_dir)` for a path instead of joining folder names
 themselves, so moving a file is one change here.

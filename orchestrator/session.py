@@ -9,7 +9,6 @@ in a `UserError` carrying one sentence and an exit code.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ EXIT_DONE, EXIT_BLOCKED, EXIT_USAGE, EXIT_NO_TASK, EXIT_REFUSED, EXIT_INTERRUPTE
 
 
 class UserError(Exception):
-    """A problem the user can fix; `str()` is one sentence, `exit_code` per DESIGN §5."""
+    """A problem the user can fix; `str()` is one sentence, `exit_code` as docs/ARCHITECTURE.md lists them."""
 
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
@@ -380,7 +379,3 @@ def _call(make, exit_code: int):
         return make()
     except (RepoError, TaskFileError, LockTimeout) as exc:
         raise UserError(str(exc), exit_code) from None
-
-
-def new_session_id() -> str:
-    return secrets.token_hex(6)

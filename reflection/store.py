@@ -1,6 +1,6 @@
 """Where reflections live: a store protocol, an in-memory store and the JSONL store.
 
-The JSONL store keeps `.openagents/memory/reflections.jsonl` (DESIGN §3): append-only,
+The JSONL store keeps `.openagents/memory/reflections.jsonl` (docs/ARCHITECTURE.md, "Files"): append-only,
 one record per line, shared by several processes and by other tools.
 
 Writing. Each append takes an exclusive `fcntl.flock` on a sidecar `<file>.lock`, opens
@@ -52,7 +52,7 @@ from reflection.schema import Reflection
 
 log = logging.getLogger("goldenloop.store")
 
-# The keys every record carries (DESIGN §3); a line without one of them is not a record.
+# The keys every record carries (docs/ARCHITECTURE.md, "Files"); a line without one of them is not a record.
 REQUIRED_KEYS = frozenset(
     {
         "id",
@@ -72,7 +72,7 @@ REQUIRED_KEYS = frozenset(
 _CHUNK = 4 << 20  # bytes per read while scanning; lines longer than this still work
 
 
-# Where a project keeps its reflections (DESIGN §3), relative to the project's root.
+# Where a project keeps its reflections (docs/ARCHITECTURE.md, "Files"), relative to the project's root.
 REFLECTIONS_PATH = Path(".openagents/memory/reflections.jsonl")
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: real git repositories in tmp dirs, and the anyio backend."""
+"""Shared fixtures: real git repositories in tmp dirs, the anyio backend, and a scripted
+model that starts every test with its script unused."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from projects import init_repo
+
+from reflection.scripted import reset_scripted_state
 
 
 @pytest.fixture
@@ -17,3 +20,9 @@ def anyio_backend() -> str:
 def git_repo(tmp_path: Path) -> Path:
     """A fresh repository with one commit holding README.md, on branch main."""
     return init_repo(tmp_path / "repo")
+
+
+@pytest.fixture(autouse=True)
+def fresh_script_state() -> None:
+    """Scripted replies are counted per process: each test reads its script from the top."""
+    reset_scripted_state()

@@ -10,6 +10,9 @@ from typing import Any
 
 import orjson
 
+from orchestrator.layout import Layout
+from orchestrator.runlog import read_events
+
 PY = sys.executable
 
 CALC = '''def add(a, b):
@@ -138,10 +141,8 @@ def tasks_on_disk(repo: Path) -> dict[str, dict[str, Any]]:
 
 
 def run_events(repo: Path) -> list[dict[str, Any]]:
-    events = []
-    for path in sorted((repo / ".openagents" / "runs").glob("*.jsonl")):
-        events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return events
+    """Every event of every run in the repository, oldest run first."""
+    return [e for path in sorted(Layout(repo).runs.glob("*.jsonl")) for e in read_events(path)]
 
 
 # -- several modules, each tested only once it exists ---------------------------------
@@ -244,3 +245,10 @@ def test_add_is_stable():
         marker.write_text("failed once")
         raise AssertionError("a shared resource was busy")
 '''
+
+
+def do_one_task(repo: Path, *args: str) -> int:
+    """`do-one-task --dir <repo> ...`, in this process; returns the exit code."""
+    from orchestrator.cli import do_one_task_main
+
+    return do_one_task_main(["--dir", str(repo), *args])

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from projects import git
+
 from orchestrator.repo import FALLBACK_EMAIL, FALLBACK_NAME, Repo, RepoError
 
 

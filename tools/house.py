@@ -27,8 +27,8 @@ class Module:
     private: list[str] = field(default_factory=list)  # "module._name" imported from elsewhere
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -38,7 +38,8 @@ def modules(root: Path = ROOT) -> dict[str, Module]:
     found = {}
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
-            found[module_name(path)] = Module(module_name(path), path)
+            name = module_name(path, root)
+            found[name] = Module(name, path)
     for module in found.values():
         _read_imports(module, found)
     return found

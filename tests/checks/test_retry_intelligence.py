@@ -22,6 +22,7 @@ from projects import (
     PY,
     REFLECTION,
     WRONG_ADD,
+    do_one_task,
     events_of,
     flaky_tests,
     git,
@@ -34,9 +35,6 @@ from projects import (
     write_file,
 )
 
-from orchestrator.cli import do_one_task_main
-from reflection.scripted import reset_scripted_state
-
 Capsys = pytest.CaptureFixture[str]
 REFLECT = {"match": "Failure digest", "reply": REFLECTION, "times": None}
 PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
@@ -46,14 +44,9 @@ ADD_ONLY = "add() in calc.py returns a - b; it must return the sum of its argume
 
 
 @pytest.fixture(autouse=True)
-def fresh_script_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    reset_scripted_state()
+def plain_child_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
     # The project's own pytest runs need none of this venv's plugins: half the start-up time.
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-
-
-def run(repo: Path, *args: str) -> int:
-    return do_one_task_main(["--dir", str(repo), *args])
 
 
 def kinds(repo: Path) -> list[str]:
@@ -86,7 +79,7 @@ def search_replace(path: str, old: str, new: str) -> str:
 def test_a_missing_test_program_blocks_the_task_before_any_model_call(git_repo: Path, capsys: Capsys) -> None:
     repo = make_project(git_repo, [], config={"testCommands": ["no-such-test-runner --all"]})
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     (pre,) = events_of(repo, "preflight")
     assert "`no-such-test-runner` was not found" in pre["environmentError"]
@@ -121,7 +114,7 @@ def test_a_preexisting_failure_counts_only_when_the_task_is_about_it(git_repo: P
         config={"testCommands": [f"{PYTEST} test_calc.py test_other.py"], "reflexion": {"maxRetries": 0}},
     )
 
-    assert run(repo) == 0  # T-1: test_other fails, but it failed before and T-1 is not about it
+    assert do_one_task(repo) == 0  # T-1: test_other fails, but it failed before and T-1 is not about it
 
     (pre,) = events_of(repo, "preflight", "T-1")
     assert "test_other.py::test_other" in pre["failingAtBaseline"]
@@ -132,7 +125,7 @@ def test_a_preexisting_failure_counts_only_when_the_task_is_about_it(git_repo: P
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
     assert "PASS*  passed apart from 1 pre-existing failure" in capsys.readouterr().out
 
-    assert run(repo) == 1  # T-2 names test_other: the same failure now counts against it
+    assert do_one_task(repo) == 1  # T-2 names test_other: the same failure now counts against it
 
     assert judged(repo, "T-2") == [] and committed_files(repo, "T-2") == []
     (verdict,) = events_of(repo, "verdict", "T-2")
@@ -156,7 +149,7 @@ def test_a_test_that_passes_on_its_rerun_is_flaky_and_the_attempt_is_committed(
         config={"testCommands": [f"{PYTEST} test_calc.py test_stable.py"]},
     )
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     assert marker.exists()  # the test did fail once, on the attempt's first run
     (flaky,) = judged(repo)
@@ -181,7 +174,7 @@ def test_a_timeout_is_retried_with_the_time_limit_named_and_no_reflection(
     ]
     repo = make_project(git_repo, replies, config={"timeouts": {"verifySeconds": 2}})
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     (timeout,) = judged(repo)
     assert timeout["outcome"] == "timeout" and timeout["summary"].startswith("timeout")
@@ -203,7 +196,7 @@ def test_an_edit_that_does_not_apply_is_retried_with_the_error_and_no_reflection
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     (failed,) = events_of(repo, "edit_failed")
     assert failed["attempt"] == 1 and "calc.py" in failed["error"]
@@ -229,7 +222,7 @@ def test_the_same_failure_twice_is_named_in_the_next_prompt(git_repo: Path, caps
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     (progress,) = events_of(repo, "progress")
     assert progress["attempt"] == 2 and progress["repeatedSignature"] is True
@@ -245,7 +238,7 @@ def test_a_plateau_stops_the_subtask_before_its_last_retry(git_repo: Path, capsy
     replies = [REFLECT, {"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS), "times": None}]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     assert kinds(repo).count("attempt_started") == 3  # of 4 allowed
     # Retries 2 and 3 gave back attempt 1's code, even when asked again: not tested again.
@@ -274,7 +267,7 @@ def test_failing_as_two_attempts_before_stops_with_oscillation(git_repo: Path, c
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     assert kinds(repo).count("attempt_started") == 3
     stop = events_of(repo, "progress")[-1]
@@ -305,7 +298,7 @@ def test_a_worse_attempt_is_rolled_back_to_the_best_and_the_packet_keeps_the_bes
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     rollback = events_of(repo, "progress")[0]
     assert rollback["attempt"] == 2 and rollback["action"] == "rollback"
@@ -340,7 +333,7 @@ def test_editing_the_failing_test_is_rejected_and_the_code_fix_is_committed_alon
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     (rejected,) = judged(repo)
     assert rejected["outcome"] == "integrity" and rejected["attempt"] == 1
@@ -372,7 +365,7 @@ def test_adding_a_skip_marker_is_rejected(git_repo: Path, capsys: Capsys) -> Non
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     (rejected,) = judged(repo)
     assert rejected["outcome"] == "integrity" and rejected["attempt"] == 1
@@ -406,7 +399,7 @@ def test_a_subtask_about_tests_may_edit_them(git_repo: Path, capsys: Capsys) -> 
         config={"decomposeMinChars": 1},
     )
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     (decomposed,) = events_of(repo, "decomposed")
     assert decomposed["source"] == "llm"
@@ -448,7 +441,7 @@ def test_the_cost_limit_stops_a_task_before_an_attempt_would_overspend(
 ) -> None:
     repo = make_project(git_repo, budget_replies(), pricing=PRICING, config={"maxCostUsdPerTask": 0.004})
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     assert_stopped_for_budget(repo, "task cost budget: $0.0024 spent of $0.0040", attempts=1)
     assert "the next attempt is estimated at $0.0024" in events_of(repo, "task_reopened")[0]["reason"]
@@ -461,7 +454,7 @@ def test_the_token_limit_stops_a_task_before_an_attempt_would_overspend(
 ) -> None:
     repo = make_project(git_repo, budget_replies(), config={"maxTokensPerTask": 4000})
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     assert_stopped_for_budget(repo, "task token budget: 2200 of 4000 tokens used", attempts=1)
     assert "put T-1 back to open (task token budget" in capsys.readouterr().out
@@ -472,7 +465,7 @@ def test_a_cost_limit_with_an_unknown_price_fails_closed_before_any_call(
 ) -> None:
     repo = make_project(git_repo, budget_replies(), config={"maxCostUsdPerTask": 1.0})
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     assert model_calls(repo) == 0
     (reopened,) = events_of(repo, "task_reopened")
@@ -506,12 +499,13 @@ def scenario(root: Path, name: str, retry: dict[str, Any]) -> Path:
     return make_project(repo, [REFLECT, stuck], config={"retry": retry})
 
 
+@pytest.mark.slow
 def test_the_features_spend_fewer_model_calls_than_retrying_blindly(tmp_path: Path) -> None:
     calls: dict[str, dict[str, int]] = {}
     for mode, retry in (("on", {}), ("off", EVERYTHING_OFF)):
         for name in ("environment", "flaky", "plateau"):
             repo = scenario(tmp_path / mode, name, retry)
-            run(repo)
+            do_one_task(repo)
             calls.setdefault(name, {})[mode] = model_calls(repo)
 
     # Measured: environment 0 vs 2, flaky 1 vs 3, plateau 6 vs 7 — 7 model calls instead

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from projects import git
+
 from orchestrator.checks.integrity import (
     DEFAULT_TEST_GLOBS,
     IntegrityResult,

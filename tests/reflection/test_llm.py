@@ -22,7 +22,7 @@ from reflection.llm import (
 )
 from reflection.scripted import reset_scripted_state, scripted_script
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PRICING = {"inputCostPerToken": 0.000001, "outputCostPerToken": 0.000002}
 
 
@@ -364,6 +364,7 @@ def _probe_result(process: subprocess.Popen[str]) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 def test_litellm_loads_lazily_offline_and_ignores_dotenv(tmp_path: Path) -> None:
     # `python -c` makes python-dotenv look for .env in the current folder.
     (tmp_path / ".env").write_text("GOLDENLOOP_DOTENV_PROBE=leaked\n")

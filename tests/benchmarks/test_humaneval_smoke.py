@@ -16,27 +16,21 @@ from typing import Any
 import anyio
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `bench` is not an installed package
     sys.path.insert(0, str(ROOT))
 
 from bench.humaneval import report  # noqa: E402
 from bench.humaneval.build import project_config, solution_stub  # noqa: E402
 from bench.humaneval.modes import CONTROL, MODES  # noqa: E402
+from bench.humaneval.options import RunOptions  # noqa: E402
 from bench.humaneval.problems import load_problems, select  # noqa: E402
 from bench.humaneval.results import ResultFile, summarize  # noqa: E402
-from bench.humaneval.options import RunOptions  # noqa: E402
 from bench.humaneval.run import HarnessError, options_from, parse_args, run_benchmark  # noqa: E402
 from bench.humaneval.smoke import check_mechanics, smoke_options  # noqa: E402
-from reflection.scripted import reset_scripted_state  # noqa: E402
 
 PROBLEMS = select(load_problems(), limit=5)  # HumanEval/0 .. /4
 NEVER, WITH_REFLECTION = "HumanEval/3", "HumanEval/4"  # roles from smoke.ROLES
-
-
-@pytest.fixture(autouse=True)
-def fresh_script_state() -> None:
-    reset_scripted_state()
 
 
 def run(options: RunOptions) -> Any:
@@ -61,6 +55,7 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.slow
 def test_smoke_run_builds_repos_runs_three_modes_and_writes_the_table(tmp_path):
     options = smoke_options(tmp_path / "work", PROBLEMS, parallel=2)
 
@@ -127,6 +122,7 @@ def test_smoke_run_builds_repos_runs_three_modes_and_writes_the_table(tmp_path):
     assert again.modes == results.modes
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     work = tmp_path / "work"
     options = smoke_options(work, PROBLEMS, parallel=1, modes=[MODES["raw"]])
@@ -215,6 +211,7 @@ def test_a_model_that_cannot_answer_stops_the_run_without_recording_verdicts(tmp
         run(keyless)
 
 
+@pytest.mark.slow
 def test_the_control_asks_the_model_directly_on_the_same_problems(tmp_path):
     options = smoke_options(tmp_path / "work", PROBLEMS, parallel=2, modes=[MODES["single"], CONTROL])
 

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from projects import (
     CALC,
     FIX_ADD,
     REFLECTION,
     WRONG_ADD,
+    do_one_task,
     git,
     make_project,
     run_events,
@@ -22,16 +22,6 @@ from projects import (
 )
 
 from orchestrator.cli import do_one_task_main
-from reflection.scripted import reset_scripted_state
-
-
-@pytest.fixture(autouse=True)
-def fresh_script_state():
-    reset_scripted_state()
-
-
-def run(repo: Path, *args: str) -> int:
-    return do_one_task_main(["--dir", str(repo), *args])
 
 
 def reflections(repo: Path) -> list[dict]:
@@ -44,7 +34,7 @@ def reflections(repo: Path) -> list[dict]:
 def test_pass_on_first_try_commits_exactly_the_changed_file(git_repo, capsys):
     repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     out = capsys.readouterr().out
     assert "attempt 1/4" in out and "PASS" in out
@@ -73,7 +63,7 @@ def test_fail_reflect_pass_puts_the_reflection_in_the_retry_prompt(git_repo, cap
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     out = capsys.readouterr().out
     assert "attempt 2/4" in out and "[edge_case]" in out
@@ -103,7 +93,7 @@ def test_four_failures_escalate_and_restore_the_tree(git_repo, capsys):
     repo = make_project(git_repo, replies, config=no_early_stop)
     (repo / "mine.txt").write_text("the user's own untracked notes\n")
 
-    assert run(repo, "--allow-dirty") == 1
+    assert do_one_task(repo, "--allow-dirty") == 1
 
     assert (repo / "calc.py").read_text() == CALC  # base restored
     assert not (repo / "helper.py").exists() and not (repo / "notes").exists()
@@ -132,7 +122,7 @@ def test_reflexion_off_retries_with_the_raw_digest_only(git_repo):
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo, "--no-reflexion") == 0
+    assert do_one_task(repo, "--no-reflexion") == 0
 
     assert reflections(repo) == []
     kinds = [e["event"] for e in run_events(repo)]
@@ -143,7 +133,7 @@ def test_dirty_tree_is_refused_with_exit_4(git_repo, capsys):
     repo = make_project(git_repo, [{"reply": FIX_ADD}])
     (repo / "calc.py").write_text(CALC + "\n# my work in progress\n")
 
-    assert run(repo) == 4
+    assert do_one_task(repo) == 4
 
     assert "uncommitted changes (calc.py)" in capsys.readouterr().err
     assert "# my work in progress" in (repo / "calc.py").read_text()
@@ -153,7 +143,7 @@ def test_dirty_tree_is_refused_with_exit_4(git_repo, capsys):
 def test_bad_config_exits_2_naming_the_key_path(git_repo, capsys):
     repo = make_project(git_repo, [{"reply": FIX_ADD}], config={"reflexion": {"maxRetries": "three"}})
 
-    assert run(repo) == 2
+    assert do_one_task(repo) == 2
 
     err = capsys.readouterr().err
     assert "reflexion.maxRetries" in err and "Traceback" not in err
@@ -166,7 +156,7 @@ def test_no_ready_task_exits_3(git_repo, capsys):
         tasks=[task("T-1", status="closed"), task("T-2", deps=[{"id": "T-9", "type": "blocks"}])],
     )
 
-    assert run(repo) == 3
+    assert do_one_task(repo) == 3
 
     assert "no ready task" in capsys.readouterr().err
 
@@ -180,7 +170,7 @@ def test_hanging_test_command_times_out_and_leaves_no_process(git_repo, tmp_path
         config={"testCommands": [hang], "timeouts": {"verifySeconds": 1}, "reflexion": {"maxRetries": 0}},
     )
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     verdicts = [e for e in run_events(repo) if e["event"] == "verdict"]
     assert verdicts and verdicts[0]["failureType"] == "timeout"
@@ -205,7 +195,7 @@ def test_edit_escaping_the_repository_is_refused(git_repo, tmp_path):
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     assert not outside.exists()
     failed = [e for e in run_events(repo) if e["event"] == "edit_failed"]
@@ -220,7 +210,7 @@ def test_malformed_edit_reply_is_a_failed_attempt_not_a_crash(git_repo):
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     plan = json.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_text())
     outcomes = [a["outcome"] for a in plan["subtasks"][0]["attempts"]]
@@ -235,7 +225,7 @@ def test_model_failing_mid_run_restores_and_reopens(git_repo, capsys):
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     assert (repo / "calc.py").read_text() == CALC
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
@@ -251,7 +241,7 @@ def test_malformed_reflection_reply_falls_back_to_the_heuristic(git_repo):
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     (saved,) = reflections(repo)
     assert saved["source"] == "heuristic" and "test_add_negative" in saved["analysis"] + saved["suggestion"]
@@ -264,7 +254,7 @@ def test_unknown_keys_and_a_malformed_task_line_survive(git_repo, capsys):
     path.write_text(path.read_text() + "{this is not json\n")
     git(repo, "commit", "-qam", "a broken line")
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     text = path.read_text()
     assert "{this is not json\n" in text
@@ -277,7 +267,7 @@ def test_missing_api_key_is_found_before_any_work(git_repo, capsys, monkeypatch)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     repo = make_project(git_repo, [], config={"defaultModel": "gpt-4o"})
 
-    assert run(repo) == 2
+    assert do_one_task(repo) == 2
 
     assert "OPENAI_API_KEY" in capsys.readouterr().err
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
@@ -289,7 +279,7 @@ def test_a_second_run_on_a_locked_repository_exits_4(git_repo, capsys):
 
     repo = make_project(git_repo, [{"reply": FIX_ADD}])
     with AgentLock(repo):
-        assert run(repo) == 4
+        assert do_one_task(repo) == 4
     assert f"pid {os.getpid()}" in capsys.readouterr().err
 
 
@@ -309,7 +299,7 @@ def test_a_killed_run_is_recovered_on_the_next_run(git_repo, capsys):
     (repo / "calc.py").write_text("half written")
     (repo / "tmp_from_attempt.py").write_text("x = 1\n")
 
-    assert run(repo, "--allow-dirty") == 0
+    assert do_one_task(repo, "--allow-dirty") == 0
 
     assert "recovered" in capsys.readouterr().out
     assert not (repo / "tmp_from_attempt.py").exists()
@@ -341,7 +331,7 @@ def test_run_from_a_subfolder_uses_the_projects_own_config(git_repo, capsys):
 def test_a_project_without_checks_is_refused(git_repo, capsys):
     repo = make_project(git_repo, [{"reply": FIX_ADD}], config={"testCommands": []})
 
-    assert run(repo) == 2
+    assert do_one_task(repo) == 2
 
     assert "project.json sets no testCommands or typecheckCommands" in capsys.readouterr().err
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
@@ -352,7 +342,7 @@ def test_an_attempt_that_edits_the_users_uncommitted_file_is_undone_and_stops(gi
     wip = CALC + "\n# my work in progress\n"
     (repo / "calc.py").write_text(wip)
 
-    assert run(repo, "--allow-dirty") == 1
+    assert do_one_task(repo, "--allow-dirty") == 1
 
     assert (repo / "calc.py").read_text() == wip  # the user's version, not a mix
     assert git(repo, "log", "--format=%s", "-n", "1").strip() != "T-1: Fix add"
@@ -369,7 +359,7 @@ def test_a_dependency_given_as_a_bare_id_is_understood(git_repo):
     )
     board_text = (repo / ".openagents" / "tasks.jsonl").read_text()
 
-    assert run(repo, "--task", "T-2") == 3  # known, and not ready: T-1 is not closed
+    assert do_one_task(repo, "--task", "T-2") == 3  # known, and not ready: T-1 is not closed
 
     assert (repo / ".openagents" / "tasks.jsonl").read_text() == board_text
 
@@ -377,7 +367,7 @@ def test_a_dependency_given_as_a_bare_id_is_understood(git_repo):
 def test_a_prompt_too_long_for_the_model_blocks_the_task_without_retrying(git_repo):
     repo = make_project(git_repo, [{"match": "Task T-1", "error": "context_window", "times": None}])
 
-    assert run(repo) == 1
+    assert do_one_task(repo) == 1
 
     blocked = tasks_on_disk(repo)["T-1"]
     assert blocked["status"] == "blocked" and "refused this task's prompt" in blocked["closeReason"]
@@ -387,6 +377,6 @@ def test_a_prompt_too_long_for_the_model_blocks_the_task_without_retrying(git_re
 def test_a_task_waiting_for_a_dependency_says_which(git_repo, capsys):
     repo = make_project(git_repo, [], tasks=[task("T-1"), task("T-2", deps=["T-1"])])
 
-    assert run(repo, "--task", "T-2") == 3
+    assert do_one_task(repo, "--task", "T-2") == 3
 
     assert "waiting for T-1 to be closed" in capsys.readouterr().err

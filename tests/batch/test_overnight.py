@@ -36,16 +36,11 @@ from projects import (
     write_file,
 )
 
-from orchestrator.cli import overnight_main
 from orchestrator.batch.worktree import Worktrees
-from reflection.scripted import register_scripted_provider, reset_scripted_state
+from orchestrator.cli import overnight_main
+from reflection.scripted import register_scripted_provider
 
 WAIT_S = 60.0  # a guard against a hung child process, never a measurement
-
-
-@pytest.fixture(autouse=True)
-def fresh_script_state() -> None:
-    reset_scripted_state()
 
 
 def overnight(*args: str | Path) -> int:
@@ -98,6 +93,7 @@ NEGATE_REFLECTION = json.dumps(
 )
 
 
+@pytest.mark.slow
 def test_mixed_backlog_over_two_repositories(tmp_path, capsys):
     # Reflexion on: T-1 passes at once, T-2 passes on a retry that must carry the reflection.
     on = features_project(
@@ -344,6 +340,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_a_run_killed_during_the_test_step_resumes_to_completion(git_repo, tmp_path, capsys):
     command, state = slow_test_command(tmp_path, hang_on=2)
     repair = "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n    return a + b\n>>>>>>> REPLACE\n"
@@ -432,6 +429,7 @@ def worktrees(repo: Path) -> list[str]:
     return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
 
 
+@pytest.mark.slow
 def test_parallel_independent_tasks_land_on_main_in_a_linear_history(tmp_path, capsys):
     repo = features_project(
         init_repo(tmp_path / "repo"),
@@ -461,6 +459,7 @@ def test_parallel_independent_tasks_land_on_main_in_a_linear_history(tmp_path, c
     assert status(repo) == ""
 
 
+@pytest.mark.slow
 def test_parallel_conflicting_tasks_keep_the_loser_on_its_branch(git_repo, capsys):
     swap = FIX_ADD.replace("return a + b", "return b + a")
     repo = make_project(

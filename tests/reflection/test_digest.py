@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from reflection.digest import Digest, estimate_tokens, make_digest, read_digest_line
 
-FIXTURES = Path(__file__).parent / "fixtures" / "outputs"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "outputs"
 
 CALC = """\
 class Box:

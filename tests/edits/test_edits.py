@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.edits import Edit, EditError, apply_edits, parse_reply as parse_edits, safe_path
+from orchestrator.edits import Edit, EditError, apply_edits, safe_path
+from orchestrator.edits import parse_reply as parse_edits
 
 CALC = '''\
 def add(a, b):

@@ -10,20 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-from projects import CALC, CALC_ABS, CALC_FIXED, events_of, git, make_project, tasks_on_disk
-
-from orchestrator.cli import do_one_task_main
-from reflection.scripted import reset_scripted_state
-
-
-@pytest.fixture(autouse=True)
-def fresh_script_state() -> None:
-    reset_scripted_state()
-
-
-def run(repo: Path, *args: str) -> int:
-    return do_one_task_main(["--dir", str(repo), *args])
+from projects import CALC, CALC_ABS, CALC_FIXED, do_one_task, events_of, git, make_project, tasks_on_disk
 
 
 def fenced(path: str, code: str) -> str:
@@ -47,7 +34,7 @@ FIXED_ADD_ONLY = "def add(a, b):\n    return a + b\n"  # the function alone: mul
 def test_the_function_alone_under_a_made_up_folder_is_applied_and_committed(git_repo: Path) -> None:
     repo = make_project(git_repo, [{"match": "Task T-1", "reply": fenced("src/calc.py", FIXED_ADD_ONLY)}])
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     assert (repo / "calc.py").read_text() == CALC_FIXED  # add replaced, mul kept
     assert not (repo / "src").exists()
@@ -69,7 +56,7 @@ def test_a_reply_cut_off_gets_a_repair_retry_and_a_reflection_that_says_so(git_r
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     first, second = attempts(repo)
     assert first["outcome"] == "edit_failed" and "cut off" in first["summary"]
@@ -91,7 +78,7 @@ def test_two_unapplicable_replies_switch_to_whole_files(git_repo: Path) -> None:
     ]
     repo = make_project(git_repo, replies, config={"executor": {"editFormat": "search-replace"}})
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     shapes = [(a["formatAsked"], a["formatReceived"], a["outcome"]) for a in attempts(repo)]
     assert shapes == [
@@ -116,7 +103,7 @@ def test_a_retry_that_gives_back_the_failed_code_is_asked_again_not_tested_again
     ]
     repo = make_project(git_repo, replies)
 
-    assert run(repo) == 0
+    assert do_one_task(repo) == 0
 
     assert [e["action"] for e in events_of(repo, "repeat")] == ["asked again"]
     assert len(events_of(repo, "verdict")) == 2  # attempt 1, and the new code of attempt 2
@@ -131,7 +118,7 @@ def test_a_retry_that_repeats_even_when_asked_again_is_counted_without_a_test_ru
     no_early_stop = {"retry": {"stopOnPlateau": False, "stopOnOscillation": False}}
     repo = make_project(git_repo, replies, config=no_early_stop)
 
-    assert run(repo, "--no-reflexion") == 1
+    assert do_one_task(repo, "--no-reflexion") == 1
 
     assert [a["outcome"] for a in attempts(repo)] == ["failed", "repeat", "repeat", "repeat"]
     assert len(events_of(repo, "verdict")) == 1
@@ -144,7 +131,7 @@ def test_reasking_repeats_can_be_switched_off(git_repo: Path) -> None:
     config = {"retry": {"stopOnPlateau": False, "stopOnOscillation": False, "reaskRepeats": False}}
     repo = make_project(git_repo, replies, config=config)
 
-    assert run(repo, "--no-reflexion") == 1
+    assert do_one_task(repo, "--no-reflexion") == 1
 
     assert [a["outcome"] for a in attempts(repo)] == ["failed"] * 4
     assert len(events_of(repo, "verdict")) == 4 and events_of(repo, "repeat") == []

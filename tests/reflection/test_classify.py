@@ -10,7 +10,7 @@ from reflection.classify import classify
 from reflection.digest import make_digest
 from reflection.schema import FailureCategory, FailureContext, FailureType, ReflectionDraft
 
-FIXTURES = Path(__file__).parent / "fixtures" / "outputs"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "outputs"
 
 PYTEST_OUTPUT = """\
 ============================= test session starts ==============================

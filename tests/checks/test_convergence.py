@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from orchestrator.checks.convergence import AttemptScore, StopReason, Decision, ProgressTracker
+from orchestrator.checks.convergence import AttemptScore, Decision, ProgressTracker, StopReason
 from orchestrator.checks.verify import CommandResult, Verdict
 from reflection.digest import Digest
 
