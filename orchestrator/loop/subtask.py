@@ -17,7 +17,7 @@ import functools
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 
@@ -325,13 +325,13 @@ class SubtaskRun:
         self.event("escalated", convergence=why, packet=str(packet), restored=restored, reason=reason)
         return SubtaskResult("escalated", reason, escalation=packet, stop_reason=why)
 
-    async def put_back(self, end: str, reason: str) -> SubtaskResult:
+    async def put_back(self, end: Literal["budget", "model_unavailable"], reason: str) -> SubtaskResult:
         """Stop without blaming the task: restore the tree, leave the subtask pending."""
         await self.restore()
         why = StopReason.BUDGET if end == "budget" else None
         self.subtask.status, self.subtask.convergence = "pending", why
         self.save()
-        return SubtaskResult("budget" if end == "budget" else "model_unavailable", reason, stop_reason=why)
+        return SubtaskResult(end, reason, stop_reason=why)
 
     async def commit(self) -> str | None:
         if not self.changed:
