@@ -31,7 +31,10 @@ def safe_path(repo_dir: Path, rel: str) -> Path:
         # The tasks, the config (the test commands) and the memory judge the attempt.
         raise EditError(f"refused path {rel!r}: .openagents/ is goldenloop's own state, not the task's")
     root = repo_dir.resolve()
-    target = (root / pure).resolve()  # follows symlinks of the file and its parents
+    try:
+        target = (root / pure).resolve()  # follows symlinks of the file and its parents
+    except (OSError, RuntimeError):  # Python reports a symlink loop as RuntimeError
+        raise EditError(f"refused path {rel!r}: it cannot be resolved (a symlink loop?)") from None
     if not target.is_relative_to(root):
         raise EditError(f"refused path {rel!r}: outside the repository")
     if _in_git_dir(target.relative_to(root).parts):

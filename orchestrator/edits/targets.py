@@ -55,6 +55,13 @@ class RepoView:
         except OSError:
             return False
 
+    def is_folder(self, rel: str) -> bool:
+        # A name the file system refuses (too long, say) is no folder; apply_edits says why.
+        try:
+            return (self.root / rel).is_dir()
+        except OSError:
+            return False
+
     def file_list(self) -> str:
         names = self.listed[:MAX_LISTED]
         more = len(self.listed) - len(names)
@@ -105,7 +112,7 @@ def _resolve(edit: Edit, view: RepoView, number: int) -> str:
         return written
     needs_file = edit.kind == "delete" or (edit.kind == "replace" and edit.search.strip())
     folder = PurePosixPath(written).parent
-    if not needs_file and (str(folder) == "." or (view.root / folder).is_dir()):
+    if not needs_file and (str(folder) == "." or view.is_folder(str(folder))):
         return written  # a new file in an existing folder
     matches = _by_tail(written, view.listed)
     if len(matches) == 1:

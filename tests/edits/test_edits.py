@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
+from projects import CALC_FIXED, FIX_ADD, do_one_task, events_of, git, make_project, tasks_on_disk, write_file
 
 from orchestrator.edits import Edit, EditError, apply_edits, safe_path
 from orchestrator.edits import parse_reply as parse_edits
@@ -329,3 +331,98 @@ def test_apply_leaves_unchanged_files_alone(repo: Path) -> None:
     assert apply_edits(repo, [edit]) == []
     after = (repo / "src/calc.py").stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+# --------------------------------------------------------------------------- the file system refuses
+
+LONG_NAME = "a" * 300 + ".py"  # longer than any common file system allows for one name
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under `root` with its bytes: what a refused reply must leave unchanged."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_name_too_long_for_the_file_system_is_a_refused_edit(repo: Path) -> None:
+    before = tree(repo)
+    edits = [
+        replace("src/calc.py", "    return a - b\n", "    return a + b\n"),
+        Edit(path=LONG_NAME, kind="write", replace="x = 1\n"),
+    ]
+    with pytest.raises(EditError) as caught:
+        apply_edits(repo, edits)
+    message = str(caught.value)
+    assert message.startswith("edit 2 for aaaa")
+    assert "longer than the file system allows" in message
+    assert "\n" not in message and len(message) < 300
+    assert tree(repo) == before
+
+
+@pytest.mark.parametrize("order", [["x.py", "x.py/y.py"], ["x.py/y.py", "x.py"]])
+def test_a_file_and_a_folder_of_one_name_are_refused_and_nothing_stays_written(
+    repo: Path, order: list[str]
+) -> None:
+    # Each edit is fine alone, so only writing them finds the clash.
+    before = tree(repo)
+    edits = [replace("src/calc.py", "    return a - b\n", "    return a + b\n")]
+    edits += [Edit(path=path, kind="write", replace="x = 1\n") for path in order]
+    with pytest.raises(EditError, match=r"^writing x\.py failed: it is a directory, not a file; no file was changed$"):
+        apply_edits(repo, edits)
+    assert tree(repo) == before
+    assert not (repo / "x.py").exists()
+
+
+def test_a_write_refused_part_way_puts_back_what_was_written(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (repo / "run.sh").write_text("echo old\n")
+    (repo / "run.sh").chmod(0o755)
+    (repo / "old.py").write_text("gone = True\n")
+    before = tree(repo)
+    real_replace = os.replace
+
+    def refuse_locked(source: str | Path, target: str | Path) -> None:
+        if Path(target).name == "locked.py":
+            raise PermissionError(13, "Permission denied", str(target))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", refuse_locked)
+    edits = [
+        replace("run.sh", "echo old\n", "echo new\n"),
+        Edit(path="old.py", kind="delete"),
+        Edit(path="new/dir/made.py", kind="write", replace="x = 1\n"),
+        Edit(path="locked.py", kind="write", replace="x = 1\n"),
+    ]
+    with pytest.raises(EditError, match=r"^writing locked\.py failed: permission denied; no file was changed$"):
+        apply_edits(repo, edits)
+    assert tree(repo) == before  # run.sh and old.py back, made.py, locked.py and staged files gone
+    assert not (repo / "new").exists()
+    assert os.access(repo / "run.sh", os.X_OK)
+
+
+def test_a_symlink_loop_is_a_refused_path(repo: Path) -> None:
+    (repo / "loop_a").symlink_to(repo / "loop_b")
+    (repo / "loop_b").symlink_to(repo / "loop_a")
+    refused = r"^edit 1 for loop_a/x\.py: refused path 'loop_a/x\.py': it cannot be resolved"
+    with pytest.raises(EditError, match=refused):
+        apply_edits(repo, [Edit(path="loop_a/x.py", kind="write", replace="x = 1\n")])
+
+
+def test_a_reply_naming_a_file_too_long_for_the_file_system_is_retried_not_a_crash(git_repo: Path) -> None:
+    replies = [
+        {"match": "Attempt 1 could not be applied", "reply": FIX_ADD},
+        {"match": "Task T-1", "reply": write_file(LONG_NAME, "x = 1\n")},
+    ]
+    repo = make_project(git_repo, replies)
+
+    assert do_one_task(repo) == 0
+
+    plan = json.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_text())
+    first, second = plan["subtasks"][0]["attempts"]
+    assert first["outcome"] == "edit_failed"
+    assert "longer than the file system allows" in first["summary"]
+    assert second["outcome"] == "passed"
+    assert len(events_of(repo, "verdict")) == 1  # the refused reply was never tested
+    assert (repo / "calc.py").read_text() == CALC_FIXED
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert git(repo, "status", "--porcelain") == ""
