@@ -4,17 +4,21 @@ Each command runs through `/bin/sh -c` in its own session (so its own process gr
 under a timeout. On a timeout, on cancellation, and after a normal exit alike, the
 whole group is sent SIGTERM and then SIGKILL, so a hung test runner cannot leave
 servers or grandchildren behind. Output (stdout and stderr interleaved) is streamed
-into a bounded buffer: the head and the tail of a huge log are kept, the middle is
-dropped, and memory stays bounded whatever the command prints.
+into a bounded buffer: the head and the tail of a huge log are kept, and of the middle
+only the lines around the first failures (a traceback, an assertion, pytest's `E` and
+`FAILED` lines), so a failure printed halfway through a megabyte of noise still reaches
+the digest. Memory stays bounded whatever the command prints.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import time
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,7 +38,17 @@ DRAIN_AFTER_KILL_S = 1.0  # reading what is left in the pipe once the group is d
 CHUNK = 64 * 1024
 NOT_FOUND_EXIT = 127  # POSIX shells: command not found
 NOT_EXECUTABLE_EXIT = 126  # POSIX shells: found but not executable
+LINES_BEFORE = 10  # lines kept before a failure line from the middle of the output
+LINES_AFTER = 40  # lines kept after it; another failure line among them extends the run
+LONGEST_LINE = 4096  # bytes; a longer line is clipped when kept, never scanned whole
 
+# Lines that start a failure, in the shapes reflection.parsers reads: pytest's summary
+# and explanation lines, tracebacks, exception and assertion lines, compiler errors.
+_FAILURE_LINE = re.compile(
+    rb"^(?:Traceback \(most recent call last\)|(?:FAILED|ERROR|FAIL)[ :]|E {3}|[ \t]*--- FAIL: "
+    rb"|[ \t]*assert\b)|(?:Error|Exception)(?::|$)|\berror(?:\[E\d+\])?: |panicked at ",
+    re.M,
+)
 
 
 class CommandResult(BaseModel):
@@ -53,14 +67,101 @@ class CommandResult(BaseModel):
         return self.started and not self.timed_out and self.exit_code == 0
 
 
+class _FailureLines:
+    """The lines around the first failures in the middle of a stream, within `budget` bytes.
+
+    It is fed, in order, the bytes the capped buffer drops (with their offset in the
+    stream), so it only ever scans and keeps what would otherwise be lost.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.size = 0  # bytes kept
+        self.pieces: list[tuple[int, int, bytearray]] = []  # (start, end offset, bytes kept)
+        self._partial = b""  # the start of a line whose end has not been dropped yet
+        self._overlong = False  # inside a line too long to scan: wait for its end
+        self._before: deque[tuple[int, int, bytes]] = deque(maxlen=LINES_BEFORE)
+        self._after = 0  # lines still to keep after the last failure line
+
+    def feed(self, data: bytes, offset: int) -> None:
+        if self.size >= self.budget:
+            return  # full: the first failures are kept, later ones are not needed
+        if self._overlong:
+            cut = data.find(b"\n") + 1
+            if not cut:
+                return
+            self._overlong = False
+            data, offset = data[cut:], offset + cut
+        start = offset - len(self._partial)
+        text = self._partial + data
+        end = text.rfind(b"\n") + 1
+        self._partial = text[end:]
+        if len(self._partial) > LONGEST_LINE:
+            self._partial, self._overlong = b"", True
+        if end:
+            self._scan(text[:end], start)
+
+    def _scan(self, text: bytes, at: int) -> None:
+        """Keep the failure lines of `text` (whole lines from offset `at`) and their context."""
+        pos = 0
+        while pos < len(text) and self.size < self.budget:
+            if self._after:
+                pos = self._keep_line(text, pos, at)
+                continue
+            found = _FAILURE_LINE.search(text, pos)
+            if found is None:
+                break
+            line_start = max(text.rfind(b"\n", pos, found.start()) + 1, pos)
+            self._remember(text, pos, line_start, at)
+            for before in self._before:
+                self._keep(*before)
+            self._before.clear()
+            self._after = 1  # the failure line itself; it sets the count after it
+            pos = line_start
+        if not self._after:
+            self._remember(text, pos, len(text), at)
+
+    def _keep_line(self, text: bytes, pos: int, at: int) -> int:
+        end = text.find(b"\n", pos) + 1 or len(text)
+        line = text[pos:end]
+        self._after = LINES_AFTER if _FAILURE_LINE.search(line) else self._after - 1
+        self._keep(at + pos, at + end, line)
+        return end
+
+    def _remember(self, text: bytes, pos: int, end: int, at: int) -> None:
+        """The last lines of `text[pos:end]`, as context for a failure line yet to come."""
+        lines: list[tuple[int, int, bytes]] = []
+        stop = end
+        while stop > pos and len(lines) < LINES_BEFORE:
+            begin = max(text.rfind(b"\n", pos, stop - 1) + 1, pos)
+            lines.append((at + begin, at + stop, text[begin : min(stop, begin + LONGEST_LINE)]))
+            stop = begin
+        self._before.extend(reversed(lines))
+
+    def _keep(self, start: int, end: int, line: bytes) -> None:
+        room = min(self.budget - self.size, LONGEST_LINE)
+        if len(line) > room:  # the clipped rest counts as omitted
+            line, end = line[:room], start + room
+        self.size += len(line)
+        if self.pieces and self.pieces[-1][1] == start:
+            self.pieces[-1] = (self.pieces[-1][0], end, self.pieces[-1][2] + line)
+        else:
+            self.pieces.append((start, end, bytearray(line)))
+
+
 class _CappedOutput:
-    """Keeps the first eighth and the last seven eighths of `cap` bytes of a stream."""
+    """Keeps the first eighth and the last seven eighths of `cap` bytes of a stream.
+
+    Of what falls between, the lines around the first failures are kept too (up to an
+    eighth of `cap`); the tail gives up as many bytes, so at most `cap` bytes are shown.
+    """
 
     def __init__(self, cap: int) -> None:
         self._head_cap = max(cap // 8, 0)
         self._tail_cap = max(cap - self._head_cap, 0)
         self._head = bytearray()
         self._tail = bytearray()
+        self._failures = _FailureLines(self._head_cap)
         self.total = 0
 
     def feed(self, chunk: bytes) -> None:
@@ -74,6 +175,7 @@ class _CappedOutput:
         self._tail += chunk
         excess = len(self._tail) - self._tail_cap
         if excess > 0:
+            self._failures.feed(bytes(self._tail[:excess]), self.total - len(self._tail))
             # bytearray drops a prefix cheaply, so the tail stays a moving window
             del self._tail[:excess]
 
@@ -81,9 +183,15 @@ class _CappedOutput:
         omitted = self.total - len(self._head) - len(self._tail)
         if omitted <= 0:  # decode as one piece: the head may end inside a character
             return (self._head + self._tail).decode("utf-8", errors="replace")
-        head = self._head.decode("utf-8", errors="replace")
-        tail = self._tail.decode("utf-8", errors="replace")
-        return f"{head}\n[... {omitted} bytes omitted ...]\n{tail}"
+        tail = self._tail[self._failures.size :]
+        shown = bytearray(self._head)
+        at = len(self._head)
+        for start, end, kept in [*self._failures.pieces, (self.total - len(tail), self.total, tail)]:
+            if start > at:
+                shown += b"%s[... %d bytes omitted ...]\n" % (b"" if shown.endswith(b"\n") else b"\n", start - at)
+            shown += kept
+            at = end
+        return shown.decode("utf-8", errors="replace")
 
 
 def _command_env(env: Mapping[str, str] | None) -> dict[str, str]:

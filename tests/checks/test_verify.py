@@ -206,6 +206,56 @@ async def test_small_cap_is_respected(tmp_path: Path) -> None:
     assert len(result.output) < 900
 
 
+NOISY_CHECK = """\
+import sys, traceback
+
+def noise(label):
+    for i in range(6000):  # ~500 KB
+        print(f"{label} {i}: record {i} of the nightly import processed, nothing to report")
+
+noise("loading")
+try:
+    total = 41
+    assert total == 42, "the ledger total must be 42, got 41"
+except AssertionError:
+    traceback.print_exc(file=sys.stdout)
+noise("cleanup")
+sys.exit(1)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_failure_in_the_middle_of_a_megabyte_of_output_reaches_the_digest(tmp_path: Path) -> None:
+    (tmp_path / "check.py").write_text(NOISY_CHECK)
+    checks = CheckSettings(tests=(f"{PY} check.py",), timeout_s=60)
+
+    verdict = await verify(tmp_path, checks)
+
+    assert verdict.digest is not None
+    assert "the ledger total must be 42, got 41" in verdict.digest.text
+    assert "AssertionError" in (verdict.digest.first_error or "")
+    output = verdict.steps[0].output
+    assert output.startswith("loading 0: ")
+    assert output.endswith("cleanup 5999: record 5999 of the nightly import processed, nothing to report\n")
+    assert len(output.encode()) <= 256 * 1024 + 200  # the failure's lines came out of the tail's share
+
+
+@pytest.mark.anyio
+async def test_failure_lines_everywhere_keep_the_first_ones_within_the_cap(tmp_path: Path) -> None:
+    script = "for i in range(400000): print(f'FAILED test_{i}.py::test_x - AssertionError: {i}')"  # ~19 MB
+    cap = 64 * 1024
+    result = await run_command(f"{PY} -c {shlex.quote(script)}", tmp_path, timeout_s=60, output_cap_bytes=cap)
+
+    assert len(result.output) <= cap + 200
+    assert result.output.count(" bytes omitted ...]") == 1
+    start, _, end = result.output.partition(" bytes omitted ...]")
+    # The head runs on into the failure lines right after it: the first ones, unbroken.
+    first = start.splitlines()[:-2]  # the last is clipped, then the marker's own line
+    assert [line.rsplit(" ", 1)[1] for line in first] == [str(i) for i in range(len(first))]
+    assert len(start) > cap // 8 + cap // 16
+    assert end.endswith("FAILED test_399999.py::test_x - AssertionError: 399999\n")
+
+
 @pytest.mark.anyio
 async def test_output_under_the_cap_is_kept_whole_even_across_characters(tmp_path: Path) -> None:
     script = "print('a' + '\\u00e9' * 20000)"  # 40 KB: the head/tail seam splits a character
