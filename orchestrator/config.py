@@ -4,7 +4,9 @@ Every key is optional; a missing file means all defaults. Types are checked stri
 (`"3"` is not an integer, `1` is not a boolean) because a config file that means
 something other than what it says is worse than one that fails to load. A wrong value
 is a `ConfigError` naming the key path; an unknown key is a warning naming it, with the
-nearest known key suggested, and is otherwise ignored.
+nearest known key suggested, and is otherwise ignored. When the key it was nearest to is
+the one an error is about (a required key that is missing, say), the error says so too:
+a typo is the likeliest cause.
 
 Environment overrides, for batch runs that must flip a switch without editing the file:
 `GOLDENLOOP_REFLEXION` (on/off, 1/0, true/false, yes/no) -> `reflexion.enabled`,
@@ -16,13 +18,14 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from collections.abc import Mapping
+import string
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self
 
 import orjson
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from orchestrator.checks.settings import CheckSettings
@@ -38,6 +41,8 @@ ENV_REFLECTION_MODEL = "GOLDENLOOP_REFLECTION_MODEL"
 
 _TRUE_WORDS = frozenset({"1", "on", "true", "yes"})
 _FALSE_WORDS = frozenset({"0", "off", "false", "no"})
+# What the command executor fills into `executor.command`: the prompt's file, the repository.
+TEMPLATE_PLACEHOLDERS = ("prompt_file", "repo")
 
 
 class ConfigError(Exception):
@@ -81,11 +86,39 @@ class ExecutorConfig(_ConfigModel):
     # Per-model choices, by fnmatch pattern of the model name: {"ollama/*": "whole"}.
     edit_format_by_model: dict[str, EditFormatSetting] = Field(default_factory=dict)
 
+    @field_validator("command")
+    @classmethod
+    def _usable_template(cls, command: str | None) -> str | None:
+        # Checked here, not when the executor is built: a bad template is a config error.
+        problem = None if command is None else template_problem(command)
+        if problem:
+            raise ValueError(f"the template {problem} (got {_show(command)})")
+        return command
+
     @model_validator(mode="after")
     def _command_when_kind_is_command(self) -> Self:
         if self.kind == "command" and self.command is None:
             raise ValueError('command must be set when kind is "command"')
         return self
+
+
+def template_problem(template: str) -> str | None:
+    """What makes an executor command template unusable, as a phrase; None if nothing."""
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        return f"is malformed ({exc}); write a literal brace twice, {{{{ or }}}}"
+    unknown = sorted(names - set(TEMPLATE_PLACEHOLDERS))
+    if unknown:
+        nearest = _nearest(unknown[0], list(TEMPLATE_PLACEHOLDERS))
+        meant = f" (did you mean {{{nearest}}}?)" if nearest else ""
+        return (
+            f"has an unknown placeholder {{{unknown[0]}}}{meant}; the placeholders are "
+            "{prompt_file} and {repo}, and a literal brace is written twice"
+        )
+    if "prompt_file" not in names:
+        return "must contain {prompt_file}, the file the agent reads its prompt from"
+    return None
 
 
 class TimeoutsConfig(_ConfigModel):
@@ -164,6 +197,27 @@ class ProjectConfig(_ConfigModel):
 
 
 @dataclass(frozen=True)
+class UnknownKey:
+    """A key of the file that no setting reads, and the known key it is nearest to."""
+
+    path: str  # as written, e.g. "executor.comand"
+    meant: str | None = None  # the full path of the nearest known key, e.g. "executor.command"
+
+    def warning(self) -> str:
+        message = f"{CONFIG_NAME}: unknown key {self.path} (ignored)"
+        return f"{message}; did you mean {self.meant.rpartition('.')[2]}?" if self.meant else message
+
+
+def _typo_hint(unknown: list[UnknownKey], about: Callable[[str], bool]) -> str:
+    """' (testCommand is not a known key; did you mean testCommands?)' when an unknown key
+    was nearest to a key `about` accepts, else ''."""
+    for key in unknown:
+        if key.meant and about(key.meant):
+            return f" ({key.path} is not a known key; did you mean {key.meant}?)"
+    return ""
+
+
+@dataclass(frozen=True)
 class LoadedConfig:
     """A validated config and what the user should hear about how it was read."""
 
@@ -172,6 +226,11 @@ class LoadedConfig:
     path: Path | None = None  # None: no file, defaults were used
     # Environment overrides that took effect, e.g. "reflexion.enabled=false (GOLDENLOOP_REFLEXION)".
     overrides: list[str] = field(default_factory=list)
+    unknown: list[UnknownKey] = field(default_factory=list)
+
+    def hint_for(self, *keys: str) -> str:
+        """The typo hint for an error about `keys` (full key paths), or ''."""
+        return _typo_hint(self.unknown, lambda meant: meant in keys)
 
 
 def config_path(project_dir: Path) -> Path:
@@ -187,20 +246,21 @@ def load_config(project_dir: Path, env: Mapping[str, str] = os.environ) -> Loade
     if raw is None:
         notices.append(f"no .openagents/{CONFIG_NAME}: using defaults")
         log.info("%s", notices[0])  # normal for a new project: not a logged warning
-    unknown: list[str] = []
+    unknown: list[UnknownKey] = []
     known = _drop_unknown_keys(raw or {}, ProjectConfig, "", unknown)
-    for line in unknown:
-        log.info("%s", line)  # returned as warnings: the caller shows them
-    config, overrides = _apply_env(_validate(known), env)
+    for key in unknown:
+        log.info("%s", key.warning())  # returned as warnings: the caller shows them
+    config, overrides = _apply_env(_validate(known, unknown), env)
     for line in overrides:
         log.info("override: %s", line)
     if config.project_id is None:
         config = config.model_copy(update={"project_id": project_dir.resolve().name})
     return LoadedConfig(
         config=config,
-        warnings=notices + unknown,
+        warnings=notices + [key.warning() for key in unknown],
         path=None if raw is None else path,
         overrides=overrides,
+        unknown=unknown,
     )
 
 
@@ -228,7 +288,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _drop_unknown_keys(
-    data: dict[str, Any], model: type[CamelModel], prefix: str, warnings: list[str]
+    data: dict[str, Any], model: type[CamelModel], prefix: str, unknown: list[UnknownKey]
 ) -> dict[str, Any]:
     """A copy of `data` with only the keys `model` knows (by alias), recursively.
 
@@ -240,19 +300,14 @@ def _drop_unknown_keys(
     for key, value in data.items():
         info = fields.get(key)
         if info is None:
-            warnings.append(_unknown_key_warning(prefix + key, key, list(fields)))
+            nearest = _nearest(key, list(fields))
+            unknown.append(UnknownKey(prefix + key, prefix + nearest if nearest else None))
             continue
         nested = info.annotation
         if isinstance(value, dict) and isinstance(nested, type) and issubclass(nested, CamelModel):
-            value = _drop_unknown_keys(value, nested, f"{prefix}{key}.", warnings)
+            value = _drop_unknown_keys(value, nested, f"{prefix}{key}.", unknown)
         kept[key] = value
     return kept
-
-
-def _unknown_key_warning(path: str, key: str, known: list[str]) -> str:
-    message = f"{CONFIG_NAME}: unknown key {path} (ignored)"
-    suggestion = _nearest(key, known)
-    return f"{message}; did you mean {suggestion}?" if suggestion else message
 
 
 def _nearest(key: str, known: list[str]) -> str | None:
@@ -268,7 +323,7 @@ def _nearest(key: str, known: list[str]) -> str | None:
 # --- validation ------------------------------------------------------------------------
 
 
-def _validate(data: dict[str, Any]) -> ProjectConfig:
+def _validate(data: dict[str, Any], unknown: list[UnknownKey]) -> ProjectConfig:
     try:
         return ProjectConfig.model_validate(data, strict=True)
     except ValidationError as exc:
@@ -276,7 +331,19 @@ def _validate(data: dict[str, Any]) -> ProjectConfig:
         message = _describe(errors[0])
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-        raise ConfigError(message) from None
+        raise ConfigError(message + _typo_hint(unknown, _about(errors[0], message))) from None
+
+
+def _about(error: ErrorDetails, message: str) -> Callable[[str], bool]:
+    """Which key paths an error is about: its own, or one inside it that its message names
+    (`executor: command must be set` is about executor.command)."""
+    path = _key_path(error["loc"])
+
+    def about(key: str) -> bool:
+        inside = key.startswith(path + ".") and key.rpartition(".")[2] in message
+        return key == path or inside
+
+    return about
 
 
 _TYPE_PHRASES = {

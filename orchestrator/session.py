@@ -109,6 +109,7 @@ class ProjectSession:
             raise UserError(
                 f"{where} testCommands or typecheckCommands, and without them no attempt could be "
                 "checked before it is committed; add at least one command (see project.json.example)"
+                + loaded.hint_for("testCommands", "typecheckCommands")
             )
         return config
 

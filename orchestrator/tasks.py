@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +30,8 @@ log = logging.getLogger("goldenloop.tasks")
 
 TaskStatus = Literal["open", "in_progress", "blocked", "closed"]
 DepType = Literal["blocks", "related", "parent-child", "discovered-from"]
+
+PRIORITIES = range(0, 5)  # 0 is the most urgent
 
 # Dependency types that hold a task back until their target is closed.
 _GATING_DEPS = frozenset({"blocks", "parent-child"})
@@ -59,7 +61,7 @@ class Task(CamelModel, extra="allow"):
     title: str
     description: str = ""
     status: TaskStatus = "open"
-    priority: int = Field(default=2, ge=0, le=4)  # 0 is the most urgent
+    priority: int = Field(default=2, ge=PRIORITIES[0], le=PRIORITIES[-1])
     type: str = "task"
     labels: list[str] = Field(default_factory=list)
     deps: list[Dep] = Field(default_factory=list)
@@ -100,12 +102,14 @@ class _Line:
 class _Snapshot:
     lines: list[_Line]
     warnings: list[str]
+    refused: dict[str, str] = field(default_factory=dict)  # task id -> why its line is not a task
 
     def index_of(self, task_id: str) -> int:
         for index, line in enumerate(self.lines):
             if line.task is not None and line.task.id == task_id:
                 return index
-        raise TaskFileError(f"no task with id {task_id}")
+        # "no task with id" would be wrong when the task is there but invalid.
+        raise TaskFileError(self.refused.get(task_id, f"no task with id {task_id}"))
 
     def tasks(self) -> list[Task]:
         return [line.task for line in self.lines if line.task is not None]
@@ -249,7 +253,7 @@ class TaskBoard:
             new_line = _rewrite(line, task)
             lines = [*snapshot.lines[:index], new_line, *snapshot.lines[index + 1 :]]
             atomic_write(self.path, b"".join(item.raw for item in lines))
-            self._snapshot = _Snapshot(lines, snapshot.warnings)
+            self._snapshot = _Snapshot(lines, snapshot.warnings, snapshot.refused)
         log.debug("task %s: %s", task_id, ", ".join(sorted(changes)))
         return task
 
@@ -269,18 +273,22 @@ def _ready_order(task: Task) -> tuple[int, bool, datetime, str]:
 def _parse(data: bytes, name: str) -> _Snapshot:
     lines: list[_Line] = []
     warnings: list[str] = []
+    refused: dict[str, str] = {}
     seen: dict[str, int] = {}
     for number, raw in enumerate(_split_lines(data), start=1):
-        line, problem = _parse_line(raw)
+        line, problem, claimed = _parse_line(raw)
         if line.task is not None and line.task.id in seen:
             problem = f"repeats the id {line.task.id} of line {seen[line.task.id]}"
             line = _Line(raw)
+        elif problem and claimed:  # the task the user meant is not run: say which
+            problem += f", so task {claimed} is left out of the backlog"
+            refused.setdefault(claimed, f"{name} line {number} is not a valid task: {problem}")
         if problem:
             warnings.append(f"{name} line {number} is not a valid task (kept as is): {problem}")
         elif line.task is not None:
             seen[line.task.id] = number
         lines.append(line)
-    return _Snapshot(lines, warnings)
+    return _Snapshot(lines, warnings, refused)
 
 
 def _split_lines(data: bytes) -> list[bytes]:
@@ -292,25 +300,31 @@ def _split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def _parse_line(raw: bytes) -> tuple[_Line, str | None]:
+def _parse_line(raw: bytes) -> tuple[_Line, str | None, str | None]:
+    """The line, what is wrong with it, and the task id an invalid line names."""
     body = raw.strip()
     if not body:
-        return _Line(raw), None  # blank lines are allowed and kept
+        return _Line(raw), None, None  # blank lines are allowed and kept
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        return _Line(raw), f"not JSON ({exc.msg})"
+        return _Line(raw), f"not JSON ({exc.msg})", None
     if not isinstance(data, dict):
-        return _Line(raw), "not a JSON object"
+        return _Line(raw), "not a JSON object", None
     try:
         task = Task.model_validate(data)
     except ValidationError as exc:
-        return _Line(raw), _first_problem(exc)
-    return _Line(raw, data, task), None
+        claimed = data.get("id")
+        return _Line(raw), _first_problem(exc), claimed if isinstance(claimed, str) and claimed else None
+    return _Line(raw, data, task), None, None
 
 
 def _first_problem(exc: ValidationError) -> str:
     error = exc.errors()[0]
+    if tuple(error["loc"]) == ("priority",):  # pydantic would name only the bound crossed
+        low, high = PRIORITIES[0], PRIORITIES[-1]
+        got = orjson.dumps(error["input"], default=repr).decode()
+        return f"priority must be a whole number from {low} (most urgent) to {high} (got {got})"
     where = ".".join(str(part) for part in error["loc"]) or "line"
     return f"{where}: {error['msg']}"
 

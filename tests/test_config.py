@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
+from projects import do_one_task, make_project, tasks_on_disk
 from pydantic import BaseModel
 
 from orchestrator.config import (
@@ -162,6 +163,78 @@ def test_command_executor_without_a_command_is_an_error(project: Path) -> None:
 
     with pytest.raises(ConfigError, match=r'executor: command must be set when kind is "command"'):
         load_config(project, NO_ENV)
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        ("my-agent --prompt PROMPT", "the template must contain {prompt_file}, the file the agent reads"),
+        ("my-agent --prompt {prompt}", "the template has an unknown placeholder {prompt} (did you mean {prompt_file}?)"),
+        ("my-agent {prompt_file", "the template is malformed"),
+    ],
+)
+def test_a_command_template_the_executor_cannot_fill_is_a_config_error(
+    project: Path, template: str, problem: str
+) -> None:
+    write_config(project, {"executor": {"kind": "command", "command": template}})
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(project, NO_ENV)
+
+    assert str(caught.value).startswith(f"project.json: executor.command: {problem}")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_bad_command_template_stops_do_one_task_with_one_sentence(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    executor = {"kind": "command", "command": "my-agent --prompt {prompt}"}
+    repo = make_project(git_repo, [], config={"executor": executor})
+
+    assert do_one_task(repo) == 2
+
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert err == (
+        "do-one-task: project.json: executor.command: the template has an unknown placeholder {prompt} "
+        "(did you mean {prompt_file}?); the placeholders are {prompt_file} and {repo}, and a literal "
+        'brace is written twice (got "my-agent --prompt {prompt}")\n'
+    )
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"  # nothing was started
+
+
+def test_a_typo_of_a_required_key_is_pointed_out_in_the_error(project: Path) -> None:
+    write_config(project, {"executor": {"kind": "command", "comand": "my-agent {prompt_file}"}})
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(project, NO_ENV)
+
+    assert str(caught.value) == (
+        'project.json: executor: command must be set when kind is "command" '
+        "(executor.comand is not a known key; did you mean executor.command?)"
+    )
+
+
+def test_a_typo_elsewhere_is_not_blamed_for_an_error(project: Path) -> None:
+    write_config(project, {"digestTokens": "many", "reflexion": {"maxRetry": 2}})
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(project, NO_ENV)
+
+    assert str(caught.value) == 'project.json: digestTokens must be an integer (got "many")'
+
+
+def test_a_typo_of_test_commands_is_named_when_no_check_is_set(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(git_repo, [], config={"testCommands": [], "testCommand": ["pytest -q"]})
+
+    assert do_one_task(repo) == 2
+
+    err = capsys.readouterr().err
+    assert err.startswith("do-one-task: project.json sets no testCommands or typecheckCommands")
+    assert err.endswith("(testCommand is not a known key; did you mean testCommands?)\n")
+    assert err.count("\n") == 1
 
 
 def test_invalid_json_says_where(project: Path) -> None:

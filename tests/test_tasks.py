@@ -290,6 +290,19 @@ def test_malformed_and_duplicate_lines_are_reported_once_each(tmp_path: Path) ->
     )
 
 
+def test_a_task_whose_priority_is_out_of_range_is_named_not_dropped_silently(tmp_path: Path) -> None:
+    write_tasks(tmp_path, task("a"), task("T-9", priority=9))
+    tasks = board(tmp_path)
+
+    assert [t.id for t in tasks.ready()] == ["a"]
+    assert tasks.warnings == [
+        "tasks.jsonl line 2 is not a valid task (kept as is): priority must be a whole number "
+        "from 0 (most urgent) to 4 (got 9), so task T-9 is left out of the backlog"
+    ]
+    with pytest.raises(TaskFileError, match=r"^tasks\.jsonl line 2 is not a valid task: priority must be"):
+        tasks.get("T-9")  # not "no task with id T-9": it is there, and this is why it is not run
+
+
 def test_a_mutation_rereads_changes_made_by_another_board(tmp_path: Path) -> None:
     path = write_tasks(tmp_path, task("a"), task("b"))
     first, second = board(tmp_path), board(tmp_path)

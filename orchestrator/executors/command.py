@@ -11,17 +11,16 @@ from __future__ import annotations
 import logging
 import os
 import shlex
-import string
 import tempfile
 from pathlib import Path
 
 from orchestrator.checks.verify import CommandResult, run_command
+from orchestrator.config import template_problem
 from orchestrator.executors.base import ExecutionRequest, ExecutionResult
 from reflection.redact import redact
 
 log = logging.getLogger("goldenloop.executors.command")
 
-_PLACEHOLDERS = frozenset({"prompt_file", "repo"})
 _TAIL_LINES = 40
 _TAIL_CHARS = 4000
 
@@ -54,22 +53,10 @@ class CommandExecutor:
 
 
 def _check_template(template: str) -> None:
-    """ValueError unless the template is well formed and names {prompt_file}."""
-    try:
-        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
-    except ValueError as exc:
-        raise ValueError(f"executor command template is malformed ({exc}): {template!r}") from None
-    unknown = sorted(fields - _PLACEHOLDERS)
-    if unknown:
-        raise ValueError(
-            f"executor command template has unknown placeholder(s) {unknown}; "
-            "use {prompt_file} and {repo}, and double braces for literal ones"
-        )
-    if "prompt_file" not in fields:
-        raise ValueError(
-            "executor command template must contain {prompt_file}, the file holding the "
-            f"prompt for the agent; got {template!r}"
-        )
+    """ValueError unless the template is usable: project.json's rules, for code too."""
+    problem = template_problem(template)
+    if problem:
+        raise ValueError(f"executor command template {problem}: {template!r}")
 
 
 def _write_prompt(prompt: str) -> Path:

@@ -276,6 +276,7 @@ async def test_command_timeout_kills_the_agent(git_repo: Path) -> None:
         ("my-agent --repo {repo}", "must contain {prompt_file}"),
         ("my-agent {{prompt_file}}", "must contain {prompt_file}"),
         ("my-agent {prompt_file} {model}", "unknown placeholder"),
+        ("my-agent --prompt {prompt}", "unknown placeholder {prompt} (did you mean {prompt_file}?)"),
         ("my-agent {prompt_file", "malformed"),
     ],
 )
