@@ -5,6 +5,9 @@ Rules are tried in order, most specific first; each reads the failure context (t
 digest's `First error:` line, failing tests, failure type, files changed) and names the
 test, the error and its file:line, so the retry prompt says what to look at. Confidence
 stays between 0.3 and 0.6: a pattern match is less sure than a model that read the code.
+
+Tests that were failing before the task (`preexisting_tests`) are never what a reflection
+is about: the failures the attempt caused come first, and the others are marked as such.
 """
 
 from __future__ import annotations
@@ -17,8 +20,13 @@ from dataclasses import dataclass
 
 from reflection.classify_edit import classify_edit
 from reflection.digest import read_digest_line
-from reflection.schema import FailureCategory, FailureContext, FailureType, ReflectionDraft
-from reflection.text import shorten
+from reflection.schema import (
+    FailureCategory,
+    FailureContext,
+    FailureType,
+    ReflectionDraft,
+    fit_text,
+)
 
 log = logging.getLogger("goldenloop.classify")
 
@@ -49,7 +57,8 @@ class _Facts:
     line: int | None
     kind: str  # "AssertionError", "error[arg-type]", "TS2322", "panic", or ""
     message: str
-    tests: list[str]
+    tests: list[str]  # the failures the attempt caused first
+    preexisting: list[str]  # failing the same way before the task
     tool: str | None
     command: str | None
     digest: str
@@ -74,13 +83,32 @@ class _Facts:
 
     @property
     def test(self) -> str | None:
-        return self.tests[0] if self.tests else None
+        tests = self.new_tests or self.tests
+        return tests[0] if tests else None
+
+    @property
+    def new_tests(self) -> list[str]:
+        return [t for t in self.tests if t not in self.preexisting]
 
     def tests_phrase(self) -> str:
-        if not self.tests:
+        tests = self.new_tests or self.tests
+        if not tests:
             return ""
-        more = f" (and {len(self.tests) - 1} more)" if len(self.tests) > 1 else ""
-        return f"test {_clip(self.tests[0], 120)}{more}"
+        more = f" (and {len(tests) - 1} more)" if len(tests) > 1 else ""
+        return f"test {_clip(tests[0], 120)}{more}"
+
+    def preexisting_note(self) -> str:
+        """` (test X fails too, but ... pre-existing ...)`, or nothing."""
+        old = [t for t in self.tests if t in self.preexisting]
+        if not old:
+            return ""
+        if not self.new_tests:
+            return " (pre-existing: it failed the same way before the task)"
+        more = f" and {len(old) - 1} more" if len(old) > 1 else ""
+        return (
+            f" (test {_clip(old[0], 100)}{more} fails too, but it failed the same way before the "
+            "task: pre-existing, not caused by this attempt)"
+        )
 
     def rerun(self) -> str:
         if self.command:
@@ -96,22 +124,27 @@ _EXCEPTION_LINE = re.compile(
 
 
 def _read_facts(ctx: FailureContext) -> _Facts:
-    first = getattr(ctx, "first_error", None) or read_digest_line(ctx.digest, "First error")
+    # With pre-existing failures about, the digest's first error may be one of theirs: only
+    # the error the caller found for a failure the attempt caused is trusted then.
+    from_digest = not ctx.preexisting_tests
+    first = ctx.first_error or (read_digest_line(ctx.digest, "First error") if from_digest else None)
     file, line, rest = _split_place(first)
     kind, message = "", rest
     match = _KIND.match(rest)
     if match:
         kind, message = match.group("kind"), match.group("message")
-    elif not first and (exc := _EXCEPTION_LINE.search(ctx.digest)):
+    elif not first and from_digest and (exc := _EXCEPTION_LINE.search(ctx.digest)):
         kind, message = exc.group(1), exc.group(2)  # a digest without our header lines
     tests = list(ctx.failing_tests) or _tests_from_digest(ctx.digest)
+    old = [t for t in tests if t in ctx.preexisting_tests]
     return _Facts(
         first_error=first,
         file=file,
         line=line,
         kind=kind,
         message=message.strip(),
-        tests=tests,
+        tests=[t for t in tests if t not in old] + old,
+        preexisting=old,
         tool=read_digest_line(ctx.digest, "Tool"),
         command=read_digest_line(ctx.digest, "Command"),
         digest=ctx.digest,
@@ -140,7 +173,8 @@ def _tests_from_digest(digest: str) -> list[str]:
 
 
 def _clip(text: str, limit: int) -> str:
-    return shorten(" ".join(text.split()), limit)
+    """A quote from the failure, redacted before it is cut (see `fit_text`)."""
+    return fit_text(text, limit)
 
 
 def _sentence(text: str) -> str:
@@ -167,7 +201,7 @@ def _files(ctx: FailureContext) -> str:
 def _failure(f: _Facts) -> str:
     """`test X failed at file:line with Kind: message`, from whatever is known."""
     who = f.tests_phrase() or "the check"
-    return f"{who} failed{f.at} with {f.what}"
+    return f"{who} failed{f.at} with {f.what}{f.preexisting_note()}"
 
 
 # --- rules, most specific first ------------------------------------------------------------------

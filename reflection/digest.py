@@ -24,7 +24,7 @@ import re
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from reflection.parsers import LINE_CLIP, MAX_TESTS, Found, Tool, parse
+from reflection.parsers import LINE_CLIP, MAX_TESTS, Found, Tool, detect_tool, error_in_pytest_output, parse
 from reflection.text import clip_middle, one_line
 
 log = logging.getLogger("goldenloop.digest")
@@ -82,6 +82,20 @@ def make_digest(output: str, *, max_tokens: int = 1500, command: str | None = No
         passed=found.passed,
         failed=found.failed,
     )
+
+
+def error_of_test(output: str, test_id: str, *, command: str | None = None) -> str | None:
+    """The first error of one failing test, rendered like `Digest.first_error`.
+
+    A digest's first error is the first failure printed, which may be a test that was
+    already failing; this one is the named test's own. Known for pytest, whose output has
+    a section (or a summary line) per failing test; None where it cannot be told apart.
+    """
+    text = _prepare(output)
+    if detect_tool(text, command) != "pytest":
+        return None
+    error = error_in_pytest_output(text, test_id)
+    return error.render() if error else None
 
 
 # --- preparing -----------------------------------------------------------------------------------

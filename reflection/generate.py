@@ -14,9 +14,9 @@ import anyio
 import orjson
 
 from reflection.classify import classify
-from reflection.llm import ChatModel, ChatReply
+from reflection.llm import ChatModel, ChatReply, model_ready
 from reflection.prompts import reflection_messages
-from reflection.redact import redact
+from reflection.redact import redact, redact_data
 from reflection.schema import (
     FailureCategory,
     FailureContext,
@@ -117,7 +117,8 @@ def draft_from_reply(obj: dict[str, Any]) -> ReflectionDraft:
 
 
 def _text(value: Any) -> str:
-    return " ".join(value.split()) if isinstance(value, str) else ""
+    # Kept as written: `clamped` redacts it line by line before joining and cutting.
+    return value.strip() if isinstance(value, str) else ""
 
 
 def _category(value: Any) -> FailureCategory:
@@ -165,6 +166,9 @@ async def generate_reflection(
     A reply that could not be applied is explained exactly by its error, which the
     heuristic turns into advice: a model call would buy nothing there.
     """
+    # Redacted before anything cuts it (the prompt's diff, the heuristic's quotes): a
+    # secret cut in half no longer matches, and its visible half would go through.
+    ctx = FailureContext.model_validate(redact_data(ctx.to_dict()))
     if model is None or ctx.stage == "edit":
         return _reflection(ctx, classify(ctx), source="heuristic")
     reply: ChatReply | None = None
@@ -172,6 +176,9 @@ async def generate_reflection(
         {**m, "content": redact(m["content"])} for m in reflection_messages(ctx, previous)
     ]
     try:
+        # litellm's first import takes seconds on a loaded machine: it is not the model's
+        # slowness, so the reflection's timeout starts once the model is ready.
+        await model_ready(model)
         with anyio.fail_after(timeout_s):
             reply = await model.complete(messages, timeout=timeout_s)
         obj = extract_json(reply.text)
@@ -221,9 +228,10 @@ def _reflection(
         subtask_id=ctx.subtask_id,
         attempt_number=ctx.attempt_number,
         category=draft.category,
-        analysis=redact(draft.analysis),
-        suggestion=redact(draft.suggestion),
-        action_items=[redact(item) for item in draft.action_items],
+        # Already redacted: every draft comes from `ReflectionDraft.clamped`.
+        analysis=draft.analysis,
+        suggestion=draft.suggestion,
+        action_items=draft.action_items,
         confidence=draft.confidence,
         failure_type=ctx.failure_type,
         error_signature=ctx.error_signature,

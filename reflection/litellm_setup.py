@@ -1,8 +1,12 @@
 """litellm, imported once, late, offline and without reading `.env`; and the name of the
 scripted provider goldenloop registers in it.
 
-Importing litellm costs seconds and a hundred MiB, so nothing imports it at start-up:
-`load_litellm()` is called by the code that is about to make a model call.
+Importing litellm costs seconds and a hundred MiB (3 to 25 s on a loaded machine), so
+nothing imports it at start-up: `load_litellm()` is called by the code that is about to
+make a model call (`reflection.llm.preload_litellm` starts it in a background thread as
+soon as a run knows a model will be called). A model call's timeout starts only once the
+import is done (`reflection.llm.LiteLLMModel.ready`): the import is not the model's
+slowness.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ def _dotenv_disabled() -> Iterator[None]:
     "DEV"; python-dotenv then looks for `.env` in the current folder (when run as
     `python -c` or from a REPL) or in the folders above litellm's install. Either way,
     a user's or a target repository's secrets would silently become environment
-    variables. LITELLM_MODE=PRODUCTION skips that call; PYTHON_DOTENV_DISABLED also
-    covers a user who set LITELLM_MODE=DEV. It is restored afterwards so the user's own
-    use of python-dotenv is unaffected.
+    variables. LITELLM_MODE=PRODUCTION (our default) skips that call; PYTHON_DOTENV_DISABLED
+    covers a user who set LITELLM_MODE=DEV. It is set only then, and restored afterwards, so
+    the user's own use of python-dotenv is unaffected, and so is a command started while a
+    background import runs (`preload_litellm`) in the usual case.
     """
-    if "PYTHON_DOTENV_DISABLED" in os.environ:
+    if "PYTHON_DOTENV_DISABLED" in os.environ or os.environ.get("LITELLM_MODE", "DEV") != "DEV":
         yield
         return
     os.environ["PYTHON_DOTENV_DISABLED"] = "1"

@@ -19,6 +19,8 @@ import logging
 import math
 import random
 import re
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -59,6 +61,11 @@ _DETAIL_CHARS = 200
 
 # Indirection so tests can observe the delays between attempts without waiting them out.
 _sleep: Callable[[float], Any] = anyio.sleep
+
+_warm_lock = threading.Lock()
+_warm = False  # litellm's first call paid once (load_warm_litellm)
+_preload_lock = threading.Lock()
+_preload: threading.Thread | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -115,6 +122,57 @@ class ChatModel(Protocol):
     ) -> ChatReply: ...
 
 
+def load_warm_litellm() -> ModuleType:
+    """litellm, imported (`load_litellm`) and warmed up: its first call imports dozens of
+    modules more (the tokenizer, provider configs), paid here by one offline call through
+    the scripted provider rather than inside the first real call's timeout."""
+    global _warm
+    litellm = load_litellm()
+    with _warm_lock:
+        if not _warm:
+            _warm = True
+            try:
+                _warm_up(litellm)
+            except Exception:  # noqa: BLE001 - a failed warm-up leaves that cost where it was
+                logger.debug("litellm warm-up call failed", exc_info=True)
+    return litellm
+
+
+def _warm_up(litellm: ModuleType) -> None:
+    from reflection.scripted import register_scripted_provider, scripted_script
+
+    register_scripted_provider()
+    with tempfile.TemporaryDirectory(prefix="goldenloop-warm-up-") as folder:
+        model = scripted_script([{"reply": ""}], dir=folder)
+        litellm.completion(model=model, messages=[{"role": "user", "content": "."}], max_tokens=1,
+                           num_retries=0, max_retries=0)
+
+
+def preload_litellm() -> None:
+    """Start `load_warm_litellm` in a background thread, once per process: a run that knows
+    it will call a model calls this early, and its first call finds litellm ready (or waits
+    for this same import rather than starting its own)."""
+    global _preload
+    with _preload_lock:  # not _warm_lock: a warm-up under way must not stall the caller
+        if _warm or _preload is not None:
+            return
+        _preload = threading.Thread(target=_preload_quietly, name="goldenloop-litellm", daemon=True)
+    _preload.start()
+
+
+def _preload_quietly() -> None:
+    try:
+        load_warm_litellm()
+    except Exception:  # noqa: BLE001 - the first model call imports again and reports it
+        logger.debug("background import of litellm failed", exc_info=True)
+
+
+async def model_ready(model: object) -> None:
+    """Let `model` finish its one-time set-up (for a LiteLLMModel: importing litellm)
+    before a caller starts a clock on it; a model without a `ready` needs none."""
+    ready = getattr(model, "ready", None)
+    if ready is not None:
+        await ready()
 
 
 # ---------------------------------------------------------------------------
@@ -266,6 +324,21 @@ class LiteLLMModel:
     def __repr__(self) -> str:
         return f"LiteLLMModel({self.name!r})"
 
+    async def ready(self) -> ModuleType:
+        """litellm, imported and warmed up (`load_warm_litellm`, in a worker thread: it takes
+        seconds and must not stall the event loop), and set up for this model.
+
+        Callers with a clock of their own (a reflection's timeout) await this first, so the
+        import is never counted as the model's slowness.
+        """
+        # A cancelled caller (Ctrl-C, the time budget) does not wait for the import to end.
+        litellm: ModuleType = await anyio.to_thread.run_sync(load_warm_litellm, abandon_on_cancel=True)
+        if self.name.startswith(SCRIPTED_PREFIX):
+            from reflection.scripted import register_scripted_provider
+
+            register_scripted_provider()
+        return litellm
+
     async def complete(
         self,
         messages: list[dict[str, str]],
@@ -274,12 +347,11 @@ class LiteLLMModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> ChatReply:
-        """Ask the model; retry transient errors; raise ModelError when it cannot answer."""
-        litellm = load_litellm()
-        if self.name.startswith(SCRIPTED_PREFIX):
-            from reflection.scripted import register_scripted_provider
+        """Ask the model; retry transient errors; raise ModelError when it cannot answer.
 
-            register_scripted_provider()
+        The timeout and the latency start once litellm is imported (`ready`).
+        """
+        litellm = await self.ready()
         limit = timeout if timeout is not None else self.timeout
         started = time.perf_counter()
         options: dict[str, Any] = {"max_tokens": max_tokens}
@@ -395,6 +467,41 @@ def price_known(model: str) -> bool:
     return prompt_cost + completion_cost > 0
 
 
+def call_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
+    """What a call of `model` with these token counts costs at litellm's price (a scripted
+    model: its script's); None when the price is unknown."""
+    if not price_known(model):  # registers a scripted model's price with litellm
+        return None
+    litellm = load_litellm()
+    if model.startswith(SCRIPTED_PREFIX):
+        from reflection.scripted import register_scripted_provider
+
+        register_scripted_provider()  # litellm names the provider of a model it prices
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=input_tokens, completion_tokens=output_tokens
+        )
+    except Exception as exc:  # litellm raises assorted errors for unmapped models
+        logger.debug("model %s: no price (%s)", model, exc)
+        return None
+    cost = float(prompt_cost) + float(completion_cost)
+    return cost if math.isfinite(cost) and cost >= 0 else None
+
+
+def max_output_tokens(model: str) -> int | None:
+    """The most tokens `model` writes in one reply, from litellm's model map; None if unknown."""
+    litellm = load_litellm()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # litellm raises for models missing from its map
+        return None
+    for key in ("max_output_tokens", "max_tokens"):
+        value = info.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 __all__ = [
     "TRANSIENT_KINDS",
     "ChatModel",
@@ -402,6 +509,12 @@ __all__ = [
     "ErrorKind",
     "LiteLLMModel",
     "ModelError",
+    "call_cost",
     "error_kind",
+    "max_output_tokens",
+    "load_warm_litellm",
     "missing_api_key",
+    "model_ready",
+    "preload_litellm",
+    "price_known",
 ]

@@ -33,7 +33,7 @@ _MAX_LISTED = 40  # error lines listed for linters and typecheckers
 
 def parse(text: str, command: str | None) -> tuple[Tool, Found]:
     """The tool that printed `text`, and what its parser found (with a fallback first error)."""
-    tool = _detect_tool(text, command)
+    tool = detect_tool(text, command)
     found = _PARSERS[tool](text)
     if found.error is None:
         found.error = _fallback_error(text)
@@ -116,7 +116,7 @@ _MARKER_PATTERNS: tuple[tuple[str, Tool], ...] = (
 _MARKERS = tuple((re.compile(pattern, re.M), tool) for pattern, tool in _MARKER_PATTERNS)
 
 
-def _detect_tool(text: str, command: str | None) -> Tool:
+def detect_tool(text: str, command: str | None) -> Tool:
     """The tool named by the command when it names exactly one, else the output's format."""
     sample = text
     if len(text) > 2 * _DETECT_CHARS:
@@ -314,6 +314,27 @@ def _pytest_summary_error(text: str) -> _Error | None:
         file=test_id.split("::", 1)[0],
         assertion=kind == "AssertionError",
     )
+
+
+_PYTEST_PHASE = re.compile(r"^ERROR at (?:setup|teardown) of ")
+
+
+def error_in_pytest_output(text: str, test_id: str) -> _Error | None:
+    """The first error of one failing pytest test, not of whichever failed first.
+
+    Its section under FAILURES or ERRORS (headed `test_name`, `Class.test_name[param]` or
+    `ERROR at setup of test_name`), else its short-summary line (`FAILED id - message`).
+    """
+    head = ".".join(test_id.split("::")[1:])  # pytest's head line: Class.test_name[param]
+    section = _PYTEST_SECTIONS.search(text)
+    for header in _PYTEST_HEADER.finditer(text, section.end()) if section and head else ():
+        if _PYTEST_PHASE.sub("", header.group(1)) == head:
+            end = _lines_until(text, header.start(), _PYTEST_SECTION_END)
+            error = _pytest_error(text[header.start() : end].strip("\n").splitlines()[1:])
+            if error is not None:
+                return error
+    line = re.search(rf"^(?:FAILED|ERROR) {re.escape(test_id)} - [^\n]*$", text, re.M)
+    return _pytest_summary_error(line.group(0)) if line else None
 
 
 # --- unittest ------------------------------------------------------------------------------------

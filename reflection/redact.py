@@ -14,19 +14,31 @@ start at a token boundary (look-behind), and runs of one character class are
 possessive, so a 5 MB log with long unbroken tokens costs one pass per rule. A rule
 is skipped outright when its literal trigger does not occur in the text.
 
-Generic `NAME=value` assignments are the fuzzy part. A value is redacted only when
-the name ends in a secret word (`*_TOKEN`, `*_SECRET`, `PASSWORD`, `api_key`,
-`client_secret`, ...; a bare `*_key` in lower-case code needs a qualifier such as
-`api_` or `secret_`) and the value looks like a credential: at least 8 characters,
-no whitespace, not a placeholder (`your-key-here`, `xxx`, `${VAR}`, `<...>`), not a
-path, and, outside config syntax (env lines, YAML lines, quoted JSON keys, upper-case
-names), not a plain identifier and not free of digits and symbols. So `MAX_TOKENS=1500`,
-`password=settings.db_password` and `api_key: SecretStr` are left alone.
+A provider's token with a prefix of its own (`ghp_`, `hf_`, `npm_`, `SG.`, ...) is
+found wherever it stands. Anything else is found by where it stands: after an
+`Authorization:` scheme or in a Cookie header, as the user:password of a URL, as the
+password of a connection string, a netrc entry or a command (`docker login -p`), as
+the signature of a signed URL, or as the value of a secret-named key or flag. Hashes,
+ids and base64 data elsewhere are left alone, because nothing says they are secret.
+
+Generic `NAME=value` assignments (and `--name value` flags) are the fuzzy part. A
+value is redacted only when the name ends in a secret word (`*_TOKEN`, `*_SECRET`,
+`PASSWORD`, `api_key`, `client_secret`, ...; a bare `*_key` in lower-case code needs a
+qualifier such as `api_` or `secret_`) and the value looks like a credential: at least
+8 characters, no whitespace, not a placeholder (`your-key-here`, `xxx`, `${VAR}`,
+`<...>`), and either random-looking (mixed case throughout, few repeated characters)
+or not a path or key file and, outside config syntax (env lines, YAML lines, quoted
+JSON keys, upper-case names), not a plain identifier and not free of digits and
+symbols. So `MAX_TOKENS=1500`, `password=settings.db_password`, `api_key: SecretStr`
+and `--password PASSWORD` are left alone.
 """
 
 from __future__ import annotations
 
+import base64
+import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +99,11 @@ _PLACEHOLDER_VALUE = re.compile(
 )
 _ENV_REFERENCE = re.compile(r"[A-Z]+(?:_[A-Z0-9]+)+")  # "OPENAI_API_KEY" names a variable
 _PATH = re.compile(r"(?:~|\.\.?)?/(?:[\w.@-]+/)*[\w.@-]*|[A-Za-z]:\\[^\s]*")
+# `--ssh-key deploy_key.pub`, `PRIVATE_KEY=server.pem`: where the secret is, not the secret.
+_KEY_FILE = re.compile(
+    r"[\w.-]+\.(?:pem|pub|key|crt|cer|der|p12|pfx|jks|gpg|asc|json|ya?ml|txt|env)"
+)
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_-]+")
 _CODE_REFERENCE = re.compile(r"[A-Za-z_]+(?:\.[A-Za-z_]+)*")  # settings.db_password, SecretStr
 _DIGIT_OR_SYMBOL = re.compile(r"[^A-Za-z_.\-]")
 
@@ -95,11 +112,36 @@ def _is_placeholder(value: str) -> bool:
     return bool(_PLACEHOLDER_VALUE.search(value) or _ENV_REFERENCE.fullmatch(value))
 
 
+def _entropy(text: str) -> float:
+    """Shannon entropy of the characters of `text`, in bits per character."""
+    counts = Counter(text).values()
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts)
+
+
+def _looks_random(value: str) -> bool:
+    """A generated token, even one that no digit gives away or that starts like a path.
+
+    HuggingFace tokens and many API secrets are mixed-case letters; base64 may start
+    with "/". A camelCase name has few capitals and repeats its letters, a path has
+    dots or lower-case words; a generated token has about as many capitals as small
+    letters and rarely repeats one.
+    """
+    if len(value) < 20 or not _TOKEN_CHARS.fullmatch(value):
+        return False  # short, or has dots: `self.AuthProvider` is code
+    upper = sum(ch.isupper() for ch in value)
+    lower = sum(ch.islower() for ch in value)
+    return min(upper, lower) >= len(value) / 4 and _entropy(value) >= 3.5
+
+
 def _credential_like(value: str, *, quoted: bool, config: bool, env_line: bool) -> bool:
     """Whether a value assigned to a secret-named key is worth hiding."""
     if len(value) < 8 or any(ch.isspace() for ch in value):
         return False  # too short to be a credential, or prose such as an error message
-    if _is_placeholder(value) or _PATH.fullmatch(value):
+    if _is_placeholder(value):
+        return False
+    if _looks_random(value):
+        return True
+    if _PATH.fullmatch(value) or _KEY_FILE.fullmatch(value):
         return False
     if not quoted and _CODE_REFERENCE.fullmatch(value) and (not env_line or "." in value):
         return False  # a variable, attribute or type, not a literal
@@ -119,6 +161,7 @@ _KEY_QUALIFIERS = frozenset(
         "auth", "client", "app", "license", "service", "account", "webhook", "hmac",
         "session", "admin", "deploy", "consumer", "subscription", "integration", "ssh",
         "gpg", "pgp", "aes", "rsa", "jwt", "cipher", "shared", "root", "write", "ingest",
+        "functions",
     }
 )  # fmt: skip
 
@@ -131,6 +174,8 @@ def _secret_kind(name: str) -> str | None:
     last, shouting = words[-1], name.upper() == name
     if last in _PASSWORD_WORDS:
         return "password" if last != "pass" or len(words) > 1 else None
+    if last.endswith(("password", "passwd")):  # PGPASSWORD, dbpassword: one word
+        return "password"
     if last in _TOKEN_WORDS:
         return "token"
     if last in _SECRET_WORDS:
@@ -145,8 +190,8 @@ def _secret_kind(name: str) -> str | None:
 _ASSIGNMENT = re.compile(
     r"""(?<![\w.-])
     (?P<name>[\w.-]*?(?i:key|token|secret|passw(?:or)?d|pwd|pass(?:phrase)?|credentials?))
-    (?P<kq>\\?["']?)
-    (?P<sep>[ \t]*[:=][ \t]*)
+    (?P<kq>\\?["']?)\]?
+    (?P<sep>[ \t]*(?::=|[:=])[ \t]*)
     (?![=:])
     (?: (?P<vq>\\?["'])(?P<qv>[^"'\\\n]++)(?P=vq)
       | (?P<uv>[^\s"'`,;&()<>\[\]{}|\\]++) )
@@ -154,6 +199,42 @@ _ASSIGNMENT = re.compile(
     re.VERBOSE,
 )
 _ENV_LINE_PREFIXES = frozenset({"", "export", "-"})
+
+
+# `--token VALUE`: a flag and its value, apart. The value is judged as code would be
+# (no config syntax vouches for it), so `--password is required` stays prose.
+_FLAG_VALUE = re.compile(
+    r"""(?<![\w-])
+    (?P<name>--?[\w-]*?(?i:key|token|secret|passw(?:or)?d|pwd|passphrase|credentials?))
+    [ \t]++
+    (?: (?P<vq>["'])(?P<qv>[^"'\s]++)(?P=vq)
+      | (?P<uv>(?!--)[^\s"'`,;&()<>\[\]{}|\\]++) )
+    """,
+    re.VERBOSE,
+)
+_SHORT_FLAG = re.compile(r"-[A-Za-z][\w-]*")
+
+
+def _replace_flag_value(match: re.Match[str]) -> str:
+    kind = _secret_kind(match["name"])
+    quoted = match["qv"] is not None
+    value = match["qv"] if quoted else match["uv"]
+    if kind is None or "=" in value.rstrip("="):  # `--secret id=npmrc,src=...` names one
+        return match[0]
+    if _SHORT_FLAG.fullmatch(value) and not _looks_random(value):
+        return match[0]  # `--token -v`: the next flag; a token may start with "-" too
+    if not _credential_like(value, quoted=quoted, config=False, env_line=False):
+        return match[0]
+    return _splice(match, "qv" if quoted else "uv", kind)
+
+
+def _replace_named_value(match: re.Match[str]) -> str:
+    """`- name: API_TOKEN` / `value: ...`: the value under a secret-looking name."""
+    kind = _secret_kind(match["name"])
+    value = match["secret"]
+    if kind is None or not _credential_like(value, quoted=True, config=True, env_line=False):
+        return match[0]
+    return _splice(match, "secret", kind)
 
 
 def _line_prefix(match: re.Match[str]) -> str | None:
@@ -178,7 +259,9 @@ def _replace_assignment(match: re.Match[str]) -> str:
         return match[0]  # `token=token`, `password=get_password(...)`: code, not data
     at_line_start = _line_prefix(match) in _ENV_LINE_PREFIXES
     config = bool(match["kq"]) or name.isupper() or name.startswith("-") or at_line_start
-    env_line = at_line_start and match["sep"] == "="
+    # `API_KEY=value` tight against an upper-case name is a shell or env assignment even
+    # mid-line (`docker run -e`, `env X=1 cmd`): its bare word is a literal, not code.
+    env_line = match["sep"] == "=" and (at_line_start or name.isupper())
     if not _credential_like(value, quoted=quoted, config=config, env_line=env_line):
         return match[0]
     return _splice(match, "qv" if quoted else "uv", kind)
@@ -191,13 +274,15 @@ _AUTH_SCHEMES = {"bearer": "bearer_token", "basic": "basic_auth"}
 
 def _replace_authorization(match: re.Match[str]) -> str:
     secret, scheme = match["secret"], (match["scheme"] or "").lower()
-    if _is_placeholder(secret) or secret.isalpha() and (secret.islower() or not scheme):
-        return match[0]  # "Authorization: required", "Basic authentication": prose
+    word = secret.rstrip(".:!?)")
+    if _is_placeholder(secret) or word.isalpha() and (word.islower() or not scheme):
+        return match[0]  # "Authorization: required.", "Basic authentication": prose
     return _splice(match, "secret", _AUTH_SCHEMES.get(scheme, "authorization"))
 
 
 def _replace_bare_bearer(match: re.Match[str]) -> str:
-    if not any(ch.isdigit() for ch in match["secret"]):
+    secret = match["secret"]
+    if not any(ch.isdigit() for ch in secret) and not _looks_random(secret):
         return match[0]  # "Bearer authentication-required": words, not a token
     return _splice(match, "secret", "bearer_token")
 
@@ -206,6 +291,38 @@ def _replace_openai(match: re.Match[str]) -> str:
     if re.fullmatch(r"[a-z]+(?:-[a-z]+)*", match["body"]):
         return match[0]  # "sk-learn-compatible-estimators": kebab-case words
     return placeholder("openai_key")
+
+
+def _replace_encoded_login(match: re.Match[str]) -> str:
+    """`"auth": "<base64>"` (docker config.json, .npmrc `_auth`) when it hides `user:pass`."""
+    try:
+        login = base64.b64decode(match["secret"], validate=True).decode()
+    except ValueError:  # not base64, or not text: some other value
+        return match[0]
+    user, colon, password = login.partition(":")
+    if not (user and colon and password and login.isprintable()):
+        return match[0]
+    return _splice(match, "secret", "basic_auth")
+
+
+# Cookie attributes say how to keep the cookie, not what is in it.
+_COOKIE_ATTRIBUTES = frozenset(
+    {"path", "domain", "expires", "max-age", "samesite", "priority", "version", "comment"}
+)
+_COOKIE_PAIR = re.compile(r"(?P<name>[^\s=;,]++)=(?P<value>[^\s;,\"']++)")
+
+
+def _replace_cookies(match: re.Match[str]) -> str:
+    """A session id is a password with an expiry date: hide every value of a Cookie header."""
+
+    def one(pair: re.Match[str]) -> str:
+        name, value = pair["name"], pair["value"]
+        if name.lower() in _COOKIE_ATTRIBUTES or len(value) < 8 or _is_placeholder(value):
+            return pair[0]
+        return f"{name}={placeholder('cookie')}"
+
+    start = match.start("secret") - match.start()
+    return match[0][:start] + _COOKIE_PAIR.sub(one, match["secret"])
 
 
 _NOT_MAIL_TLDS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp"})  # icon@2x.png
@@ -249,6 +366,49 @@ def _rule(
     return _Rule(kind, re.compile(pattern), triggers, replace or _replace_secret_group(kind))
 
 
+def _replace_token(kind: str) -> Replacer:
+    """The whole match, unless it starts inside a longer word.
+
+    The same test as the look-behind `_B`, made after the match: a pattern that starts
+    with its literal prefix lets `re` jump from one occurrence to the next.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        before = match.string[match.start() - 1 : match.start()]
+        if before and (before.isalnum() or before in "_-"):
+            return match[0]
+        return placeholder(kind)
+
+    return replace
+
+
+# Tokens a provider marks with a prefix of its own, found wherever they stand:
+# (kind, the token, lower-case triggers).
+_PREFIXED_TOKENS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("huggingface_token", r"(?:hf_|api_org_)[A-Za-z0-9]{30,}+", ("hf_", "api_org_")),
+    ("npm_token", r"npm_[A-Za-z0-9]{36,}+", ("npm_",)),
+    ("sendgrid_key", r"SG\.[\w-]{16,}+\.[\w-]{16,}+", ("sg.",)),
+    ("twilio_key", r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])", ("sk",)),
+    ("pypi_token", r"pypi-AgE[\w-]{50,}+", ("pypi-age",)),
+    ("google_oauth", r"(?:GOCSPX-[\w-]{24,}+|ya29\.[\w-]{20,}+)", ("gocspx-", "ya29.")),
+    ("webhook_secret", r"whsec_[A-Za-z0-9+/=]{24,}+", ("whsec_",)),
+    ("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}", ("_v1_",)),
+    ("dockerhub_token", r"dckr_pat_[\w-]{24,}+", ("dckr_pat_",)),
+    ("databricks_token", r"dapi[a-f0-9]{32}(?:-\d)?+", ("dapi",)),
+    ("shopify_token", r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",
+     ("shpat_", "shpss_", "shpca_", "shppa_")),
+    ("vault_token", r"hv[sbr]\.[\w-]{24,}+", ("hvs.", "hvb.", "hvr.")),
+    ("grafana_token", r"(?:glsa_[A-Za-z0-9]{32}_[a-fA-F0-9]{8}|glc_[A-Za-z0-9+/]{32,}+=*+)",
+     ("glsa_", "glc_")),
+    ("sentry_token", r"sntry[su]_[\w+/=]{40,}+", ("sntry",)),
+    ("replicate_token", r"r8_[A-Za-z0-9]{37,}+", ("r8_",)),
+    ("groq_key", r"gsk_[A-Za-z0-9]{48,}+", ("gsk_",)),
+    ("linear_key", r"lin_(?:api|oauth)_[A-Za-z0-9]{40,}+", ("lin_api_", "lin_oauth_")),
+    ("postman_key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", ("pmak-",)),
+    ("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}", ("age-secret-key-1",)),
+    ("telegram_bot_token", r"\d{8,10}:AA[\w-]{33}(?![\w-])", (":aa",)),
+)  # fmt: skip
+
 # Base64 lines, headers (Proc-Type: 4,ENCRYPTED) and escaped newlines, but no run of
 # five dashes: the body ends at the next BEGIN or END line, so a scan never restarts.
 _PEM_BODY = r"(?:[A-Za-z0-9+/=\s\\:,.]++|-(?!----))*+"
@@ -279,7 +439,12 @@ _RULES: tuple[_Rule, ...] = (
         _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,}+|github_pat_[A-Za-z0-9_]{22,}+)",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
-    _rule("gitlab_token", _B + r"glpat-[A-Za-z0-9_-]{20,}+", ("glpat-",)),
+    _rule(
+        "gitlab_token",  # personal, deploy, runner, trigger, CI job, OAuth, feed... tokens
+        _B + r"(?:gl(?:pat|dt|rt|ptt|cbt|imt|oas|soat|ft|agent|wt)-|GR1348941)[A-Za-z0-9_-]{20,}+",
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glimt-", "gloas-", "glsoat-", "glft-",
+         "glagent-", "glwt-", "gr1348941"),
+    ),  # fmt: skip
     _rule("slack_token", _B + r"(?:xox[abeprs]|xapp)-[A-Za-z0-9-]{10,}+", ("xox", "xapp-")),
     _rule("google_api_key", _B + r"AIza[0-9A-Za-z_-]{35}(?![\w-])", ("aiza",)),
     _rule(
@@ -287,23 +452,44 @@ _RULES: tuple[_Rule, ...] = (
         _B + r"(?:(?:sk|rk)_(?:live|test)|pk_live)_[A-Za-z0-9]{10,}+",
         ("sk_live_", "sk_test_", "rk_live_", "rk_test_", "pk_live_"),
     ),
+    *(_rule(kind, token, found, _replace_token(kind)) for kind, token, found in _PREFIXED_TOKENS),
+    # The secret key has no prefix: it is known by its name, or by the key id before it
+    # on the line (`aws configure`, the console's credentials CSV). Runs before the id goes.
+    _rule(
+        "aws_secret_key",
+        r"(?:(?i:aws[_ -]?secret[_ -]?(?:access[_ -]?)?key|secret[_ -]?access[_ -]?key)[^\n]{0,40}?"
+        r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[,;:|\t ]{1,3})"
+        r"(?<![A-Za-z0-9/+])(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        ("aws", "accesskey", "access_key", "access key", "access-key", "akia", "asia"),
+    ),
     _rule(
         "aws_access_key",
         r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
         ("akia", "asia", "abia", "acca"),
     ),
+    # Twilio's auth token is bare hex, told apart from a digest only by the account SID
+    # that comes with it: `Client("AC...", "<token>")`.
     _rule(
-        "aws_secret_key",
-        r"(?i:aws[_-]?secret[_-]?(?:access[_-]?)?key)[^\n]{0,40}?"
-        r"(?<![A-Za-z0-9/+])(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
-        ("aws",),
+        "twilio_auth_token",
+        r"(?<![A-Za-z0-9])AC[0-9a-f]{32}(?![A-Za-z0-9])[^\n]{0,40}?"
+        r"(?<![A-Za-z0-9])(?P<secret>[0-9a-f]{32})(?![A-Za-z0-9])",
+        ("ac",),
     ),
+    # user:password@ (the user may be empty: redis://:pw@host) up to the last @ before the
+    # host, as URL parsers read it, so an unescaped @ in a password does not leak its tail.
     _rule(
         "url_credentials",
         r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*+://"
-        r"(?P<secret>[^\s/?#@:'\"<>\[\]\\]++:[^\s/?#@'\"<>\[\]\\]++"
+        r"(?P<secret>[^\s/?#@:'\"<>\[\]\\]*+:[^\s/?#'\"<>\[\]\\]+"
         r"|(?=[A-Za-z_-]*\d)[A-Za-z0-9_-]{20,}+)@",
         ("://",),
+    ),
+    # A signed URL (Azure SAS, S3 or GCS presigned) opens the object to whoever holds it.
+    _rule(
+        "url_signature",
+        r"(?<=[?&;])(?i:sig|signature|x-amz-signature|x-goog-signature)="
+        r"(?P<secret>[^&#\s\"'<>]{16,}+)",
+        ("sig",),
     ),
     _rule(
         "authorization",
@@ -312,6 +498,12 @@ _RULES: tuple[_Rule, ...] = (
         r"(?P<secret>[^\s\"'\\,;]{8,}+)",
         ("authorization",),
         _replace_authorization,
+    ),
+    _rule(
+        "cookie",
+        r"(?<![\w-])(?i:(?:set-)?cookie)\\?[\"']?[ \t]*:[ \t]*\\?[\"']?(?P<secret>[^\r\n\"'\\]++)",
+        ("cookie",),
+        _replace_cookies,
     ),
     _rule(
         "bearer_token",
@@ -324,11 +516,58 @@ _RULES: tuple[_Rule, ...] = (
         r"(?<![\w-])(?:-u|--user)(?:[ \t]+|=)[\"']?(?P<secret>[^\s\"':@\[]+:[^\s\"']+)",
         ("-u", "--user"),
     ),
+    _rule(
+        "basic_auth",  # docker config.json "auth", .npmrc _auth: base64 of user:password
+        r"(?<![\w-])\\?[\"']?_?auth\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+        r"(?P<secret>[A-Za-z0-9+/]{8,}+={0,2})(?![\w+/=])",
+        ("auth",),
+        _replace_encoded_login,
+    ),
+    _rule(
+        "password",  # ~/.netrc: machine HOST login USER password SECRET
+        r"(?<![\w-])(?:machine[ \t]++\S++|default)\s++login[ \t]++\S++\s++password[ \t]++"
+        r"(?P<secret>[^\s\[<{$%]\S*+)",
+        ("machine", "default"),
+    ),
+    # Kubernetes and CI env lists: `- name: API_TOKEN` with `value: ...` on the next line.
+    _rule(
+        "secret",
+        r"(?<![\w-])name:[ \t]*+[\"']?(?P<name>[\w.-]++)[\"']?[ \t]*+\r?\n[ \t]*+value:[ \t]*+"
+        r"(?P<q>[\"']?)(?P<secret>[^\s\"']++)(?P=q)",
+        ("value:",),
+        _replace_named_value,
+    ),
+    # Commands whose password flag has no secret word in it: `docker login -p PW`,
+    # `sshpass -p PW`, and mysql's glued-on `-pPW` (a bare `-p` asks for it instead).
+    _rule(
+        "password",
+        r"(?<![\w-])(?:(?:docker|podman|oras|helm[ \t]+registry)[ \t]+login|sshpass)"
+        r"[^\n|;&]{0,200}?[ \t]-p[ \t]+(?P<q>[\"']?)(?P<secret>[^\s\"'$\[-][^\s\"']*+)(?P=q)",
+        ("login", "sshpass"),
+    ),
+    _rule(
+        "password",
+        r"(?<![\w-])(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)(?![\w-])"
+        r"[^\n|;&]{0,200}?[ \t]-p(?P<q>[\"']?)(?P<secret>[^\s\"'$\[-][^\s\"']*+)(?P=q)",
+        ("mysql", "mariadb"),
+    ),
+    _rule(
+        "secret",  # gh secret set NAME --body VALUE
+        r"(?<![\w-])gh[ \t]+secret[ \t]+set[^\n|;&]{0,200}?[ \t](?:-b|--body)(?:[ \t]+|=)"
+        r"(?P<q>[\"']?)(?P<secret>[^\s\"'$\[-][^\s\"']*+)(?P=q)",
+        ("secret set",),
+    ),
     _Rule(
         "secret",
         _ASSIGNMENT,
         ("key", "token", "secret", "pass", "pwd", "credential"),
         _replace_assignment,
+    ),
+    _Rule(
+        "secret",
+        _FLAG_VALUE,
+        ("key", "token", "secret", "pass", "pwd", "credential"),
+        _replace_flag_value,
     ),
     _rule(
         "email",

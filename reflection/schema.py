@@ -10,12 +10,13 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
+from reflection.redact import placeholder, redact
 from reflection.text import shorten
 
 
@@ -59,8 +60,8 @@ class Usage(CamelModel):
 class ReflectionDraft(CamelModel):
     """The verbal part of a reflection, as a model or the heuristic produces it.
 
-    Lengths are clamped where drafts are made (`clamped`), not by validation, so that a
-    longer record written by another tool is still readable.
+    Lengths are clamped where drafts are made (`clamped`) and records saved, not by
+    validation, so that a longer record written by another tool is still readable.
     """
 
     category: FailureCategory
@@ -74,12 +75,24 @@ class ReflectionDraft(CamelModel):
         cls, category: FailureCategory, analysis: str, suggestion: str, items: list[str], confidence: float
     ) -> ReflectionDraft:
         """A draft within the size limits every reflection keeps, whoever wrote it."""
-        return cls(
+        draft = cls(
             category=category,
-            analysis=_fit(analysis, TEXT_CHARS),
-            suggestion=_fit(suggestion, TEXT_CHARS),
-            action_items=[_fit(item, ITEM_CHARS) for item in items if item][:MAX_ITEMS],
+            analysis=analysis,
+            suggestion=suggestion,
+            action_items=items,
             confidence=confidence,
+        )
+        return draft.refitted()
+
+    def refitted(self) -> Self:
+        """A copy within the limits, its text redacted before it is cut (see `fit_text`)."""
+        items = [item for item in self.action_items if item.strip()][:MAX_ITEMS]
+        return self.model_copy(
+            update={
+                "analysis": fit_text(self.analysis, TEXT_CHARS),
+                "suggestion": fit_text(self.suggestion, TEXT_CHARS),
+                "action_items": [fit_text(item, ITEM_CHARS) for item in items],
+            }
         )
 
 
@@ -89,8 +102,22 @@ ITEM_CHARS = 200  # one action item
 MAX_ITEMS = 5
 
 
-def _fit(text: str, limit: int) -> str:
-    return shorten(" ".join(text.split()), limit)
+_PLACEHOLDER_HEAD = placeholder("")[:-1]  # "[REDACTED:"
+
+
+def fit_text(text: str, limit: int) -> str:
+    """`text` redacted, on one line, and cut to `limit` characters, in that order.
+
+    Redaction comes first because a secret cut in half no longer looks like one and
+    would be kept, and because a placeholder can be longer than what it replaced. A cut
+    that falls inside a placeholder drops all of it rather than leave "[REDACTED:op…".
+    """
+    whole = " ".join(redact(text).split())
+    cut = shorten(whole, limit)
+    head = cut.rfind(_PLACEHOLDER_HEAD)
+    if cut != whole and head >= 0 and "]" not in cut[head:]:
+        cut = cut[:head].rstrip() + "…"
+    return cut
 
 
 def new_id() -> str:
@@ -165,8 +192,11 @@ class FailureContext(CamelModel):
     stage: FailureStage = "verify"
     digest: str  # short failure digest (see reflection.digest), already bounded
     error_signature: str | None = None
+    # The failures the attempt caused first; `first_error` is the first of those when known.
     failing_tests: list[str] = Field(default_factory=list)
     first_error: str | None = None  # "path:line: Kind: message" of the first failure
+    # Failing tests that failed the same way before the task: not this attempt's doing.
+    preexisting_tests: list[str] = Field(default_factory=list)
     files_modified: list[str] = Field(default_factory=list)
     diff: str = ""  # the attempt's diff, possibly truncated
     previous_signature: str | None = None  # errorSignature of the attempt before

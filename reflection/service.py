@@ -46,8 +46,9 @@ class ReflectionService:
         )
 
     def save(self, reflection: Reflection) -> Reflection:
-        """Redact once more (a caller may have built the record itself) and append it."""
-        clean = Reflection.model_validate(redact_data(reflection.to_dict()))
+        """Redact once more and fit the limits (a caller may have built the record
+        itself), then append it. The text is redacted before it is cut (`refitted`)."""
+        clean = Reflection.model_validate(redact_data(reflection.refitted().to_dict()))
         self.store.append(clean)
         return clean
 

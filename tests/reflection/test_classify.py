@@ -291,3 +291,27 @@ def test_huge_names_and_messages_stay_within_limits() -> None:
 
     assert_well_formed(draft)
     assert "test_xxx" in text_of(draft)
+
+
+def test_a_preexisting_failure_is_marked_and_the_one_the_attempt_caused_leads() -> None:
+    old, new = "test_other.py::test_other", "test_calc.py::test_mul"
+    # The digest leads with the old failure, as the runner printed it first.
+    digest = make_digest(
+        pytest_failure("test_other", "test_other.py:5", "assert 0 == 1"), command="pytest"
+    ).text
+    ctx = FailureContext(
+        session_id="s", task_id="T-1", subtask_id="T-1.1", attempt_number=1,
+        subtask_title="Fix add", failure_type=FailureType.TEST_FAILURE, digest=digest,
+        failing_tests=[old, new], preexisting_tests=[old],
+        first_error="test_calc.py:13: AssertionError: assert 13 == 12",
+    )
+    analysis = classify(ctx).analysis
+    assert analysis.startswith(
+        "Test test_calc.py::test_mul failed at test_calc.py:13 with AssertionError: assert 13 == 12 "
+        "(test test_other.py::test_other fails too, but it failed the same way before the task: "
+        "pre-existing, not caused by this attempt)"
+    )
+    # Without the new failure's own error, the digest's (the old test's) is not borrowed.
+    unknown = classify(ctx.model_copy(update={"first_error": None})).analysis
+    assert unknown.startswith("Test test_calc.py::test_mul failed with")
+    assert "assert 0 == 1" not in unknown

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from reflection.digest import Digest, estimate_tokens, make_digest, read_digest_line
+from reflection.digest import Digest, error_of_test, estimate_tokens, make_digest, read_digest_line
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "outputs"
 
@@ -420,3 +420,45 @@ def test_degenerate_megabytes_stay_within_the_budget(shape: str) -> None:
 
     assert estimate_tokens(digest.text) <= 200
     assert len(digest.signature) == 16
+
+
+TWO_FAILURES = """\
+============================= test session starts ==============================
+collected 4 items
+
+test_other.py F                                                          [ 25%]
+test_calc.py .F.                                                         [100%]
+
+=================================== FAILURES ===================================
+__________________________________ test_other __________________________________
+
+    def test_other():
+>       assert other() == 1
+E       assert 0 == 1
+
+test_other.py:5: AssertionError
+______________________________ TestCalc.test_mul[3] ____________________________
+
+    def test_mul(self, n):
+>       assert mul(n, 4) == 12 + n
+E       AssertionError: assert 13 == 15
+
+test_calc.py:13: AssertionError
+=========================== short test summary info ============================
+FAILED test_other.py::test_other - assert 0 == 1
+FAILED test_calc.py::TestCalc::test_mul[3] - AssertionError: assert 13 == 15
+ERROR test_calc.py::test_db - RuntimeError: no database
+========================= 2 failed, 1 passed, 1 error in 0.05s ================
+"""
+
+
+def test_the_error_of_one_named_test_not_of_the_first_failure() -> None:
+    assert make_digest(TWO_FAILURES).first_error == "test_other.py:5: AssertionError: assert 0 == 1"
+    # Its own section, found by pytest's head line (Class.name[param]).
+    assert error_of_test(TWO_FAILURES, "test_calc.py::TestCalc::test_mul[3]") == (
+        "test_calc.py:13: AssertionError: assert 13 == 15"
+    )
+    # No section of its own: the short summary line says how it failed.
+    assert error_of_test(TWO_FAILURES, "test_calc.py::test_db") == "test_calc.py: RuntimeError: no database"
+    assert error_of_test(TWO_FAILURES, "test_calc.py::test_gone") is None
+    assert error_of_test("--- FAIL: TestAdd (0.00s)\nFAIL\texample.com/calc\t0.01s\n", "TestAdd") is None

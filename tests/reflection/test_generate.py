@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
+import re
+import string
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -10,7 +15,16 @@ import pytest
 from reflection.generate import draft_from_reply, extract_json, generate_reflection
 from reflection.llm import LiteLLMModel
 from reflection.prompts import format_for_prompt, reflection_messages
-from reflection.schema import FailureCategory, FailureContext, FailureType, Reflection, utc_now
+from reflection.schema import (
+    ITEM_CHARS,
+    MAX_ITEMS,
+    TEXT_CHARS,
+    FailureCategory,
+    FailureContext,
+    FailureType,
+    Reflection,
+    utc_now,
+)
 from reflection.scripted import reset_scripted_state, scripted_script
 from reflection.service import ReflectionService
 from reflection.store import InMemoryReflectionStore, JsonlReflectionStore
@@ -71,6 +85,36 @@ async def test_a_good_reply_becomes_an_llm_reflection_with_usage(tmp_path):
     assert r.task_id == "T-1" and r.error_signature == "abc123" and r.files_modified == ["calc.py"]
     assert r.usage is not None and r.usage.input_tokens and r.usage.cost_usd is None
     assert r.model and r.model.startswith("scripted/")
+
+
+@pytest.mark.anyio
+async def test_a_slow_first_import_of_litellm_is_not_counted_in_the_reflection_timeout(tmp_path, monkeypatch):
+    # On a loaded machine `import litellm` takes 3 to 25 s, and the process's first model
+    # call pays it: here 2 s, against a reflection timeout of 1 s.
+    import reflection.litellm_setup as setup
+    import reflection.llm as llm
+    import reflection.scripted as scripted
+
+    litellm, lock, imported = setup.load_litellm(), threading.Lock(), []
+
+    def slow_import():
+        with lock:
+            if not imported:
+                time.sleep(2.0)
+                imported.append(True)
+        return litellm
+
+    for module in (setup, llm, scripted):
+        monkeypatch.setattr(module, "load_litellm", slow_import)
+    # The model itself answers well within the timeout.
+    name = scripted_script([{"reply": json.dumps(GOOD), "delay": 0.2}], dir=tmp_path)
+    model = LiteLLMModel(name, backoff_s=0.001, max_attempts=1)
+
+    r = await generate_reflection(context(), model, timeout_s=1.0)
+
+    assert imported == [True]
+    assert r.source == "llm" and r.analysis == GOOD["analysis"]
+    assert r.usage is not None and r.usage.input_tokens
 
 
 MALFORMED = {
@@ -206,3 +250,116 @@ async def test_the_service_works_on_the_in_memory_store_and_never_raises(tmp_pat
     r = await service.reflect(context())
 
     assert r.source == "heuristic" and service.recent("T-1.1") == [r]
+
+
+# --- redact first, then clip ----------------------------------------------------------------
+
+
+def _github_token(seed: int) -> str:
+    rng = random.Random(seed)
+    return "gh" + "p_" + "".join(rng.choices(string.ascii_letters + string.digits, k=36))
+
+
+def _with_token_at(token: str, start: int, length: int) -> str:
+    """Words, then `token` starting at index `start` (a multiple of 5), then more words."""
+    text = ("word " * 400)[:start] + token + " " + "word " * 400
+    assert text.index(token) == start
+    return text[:length]
+
+
+def _leaked(token: str, stored: str) -> list[str]:
+    """The eight-character pieces of `token` that made it into `stored`."""
+    return [token[i : i + 8] for i in range(len(token) - 7) if token[i : i + 8] in stored]
+
+
+def _stored(tmp_path) -> list[dict]:
+    lines = (tmp_path / ".openagents" / "memory" / "reflections.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _within_limits(record: dict) -> bool:
+    items = record["actionItems"]
+    return (
+        len(record["analysis"]) <= TEXT_CHARS
+        and len(record["suggestion"]) <= TEXT_CHARS
+        and len(items) <= MAX_ITEMS
+        and all(len(item) <= ITEM_CHARS for item in items)
+    )
+
+
+@pytest.mark.anyio
+async def test_a_token_cut_by_the_length_limit_is_not_stored_even_in_part(tmp_path):
+    # Each field's token starts 14 characters before its limit, so a cut made first
+    # would keep "ghp_" and ten more characters: too short to be recognised afterwards.
+    analysis, suggestion, item = _github_token(1), _github_token(2), _github_token(3)
+    reply = {
+        "category": "environment",
+        "analysis": _with_token_at(analysis, TEXT_CHARS - 15, 900),
+        "suggestion": _with_token_at(suggestion, TEXT_CHARS - 15, 900),
+        "actionItems": [_with_token_at(item, ITEM_CHARS - 15, 400)],
+        "confidence": 0.7,
+    }
+    model = model_answering(tmp_path, json.dumps(reply))
+    service = ReflectionService(JsonlReflectionStore.for_project(tmp_path), model)
+
+    saved = await service.reflect(context())
+
+    text = (tmp_path / ".openagents" / "memory" / "reflections.jsonl").read_text()
+    assert saved.source == "llm"
+    assert _leaked(analysis, text) == _leaked(suggestion, text) == _leaked(item, text) == []
+    # The cut fell inside each placeholder: it went whole, no "[REDACTED:git…" is left.
+    assert text.count("[REDACTED:") == len(re.findall(r"\[REDACTED:[a-z_]+\]", text))
+    assert saved.analysis.endswith("word…") and _within_limits(_stored(tmp_path)[0])
+
+
+@pytest.mark.anyio
+async def test_a_token_cut_by_the_heuristics_quote_of_the_error_is_not_stored(tmp_path):
+    # The heuristic quotes "Kind: message" up to 160 characters; the token straddles that.
+    token = _github_token(4)
+    message = "push to origin failed: " + "remote: permission denied for this credential " * 3
+    message = message[: 160 - len("PermissionError: ") - 9] + " " + token + " (HTTP 403)"
+    digest = DIGEST.replace("AssertionError: assert 2 == -2", f"PermissionError: {message}")
+    service = ReflectionService(JsonlReflectionStore.for_project(tmp_path), None)
+
+    saved = await service.reflect(context(digest=digest))
+
+    text = (tmp_path / ".openagents" / "memory" / "reflections.jsonl").read_text()
+    assert "push to origin failed" in saved.analysis  # the error is quoted...
+    assert _leaked(token, text) == []  # ...without any part of the token
+
+
+@pytest.mark.anyio
+async def test_placeholders_longer_than_their_secrets_do_not_push_a_field_past_its_limit(tmp_path):
+    # "10.0.0.1" (8 characters) becomes "[REDACTED:private_ip]" (21): a field that fits
+    # before redaction no longer fits after it.
+    hosts = " ".join(f"10.0.{i}.{i}" for i in range(60))
+    reply = {
+        "category": "environment",
+        "analysis": ("Connection refused by " + hosts)[: TEXT_CHARS - 1],
+        "suggestion": ("Allow the runner to reach " + hosts)[: TEXT_CHARS],
+        "actionItems": [("Open the firewall for " + hosts)[:ITEM_CHARS]] * 3,
+        "confidence": 0.6,
+    }
+    model = model_answering(tmp_path, json.dumps(reply))
+    service = ReflectionService(JsonlReflectionStore.for_project(tmp_path), model)
+
+    saved = await service.reflect(context())
+
+    record = _stored(tmp_path)[0]
+    assert _within_limits(record) and record["analysis"] == saved.analysis
+    assert "10.0.0.0" not in json.dumps(record) and "[REDACTED:private_ip]" in record["analysis"]
+
+
+def test_a_record_built_by_a_caller_is_redacted_then_fitted_when_saved(tmp_path):
+    service = ReflectionService(JsonlReflectionStore.for_project(tmp_path), None)
+    token = _github_token(5)
+    hosts = " ".join(f"192.168.1.{i}" for i in range(1, 80))
+    record = _reflection(1, _with_token_at(token, TEXT_CHARS - 15, 2000))
+    record.action_items = [f"Allow {hosts}"] * 8
+
+    saved = service.save(record)
+
+    stored = _stored(tmp_path)[0]
+    assert _within_limits(stored) and stored["analysis"] == saved.analysis
+    assert _leaked(token, json.dumps(stored)) == [] and "192.168.1.1" not in json.dumps(stored)
+    assert stored["actionItems"][0].startswith("Allow [REDACTED:private_ip] [REDACTED:private_ip]")

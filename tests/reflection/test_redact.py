@@ -1,10 +1,20 @@
 """Secrets become typed placeholders; ordinary developer text comes back unchanged.
 
-Every fake secret is assembled at run time from pieces, so no file in the repository
-holds a string that a secret scanner would take for a live credential.
+Every fake secret is assembled at run time from pieces or drawn from a seeded generator,
+so no file in the repository holds a string that a secret scanner would take for a live
+credential, and every run sees the same corpus.
 """
 
 from __future__ import annotations
+
+import base64
+import json
+import random
+import re
+import string
+import uuid
+from collections.abc import Callable
+from urllib.parse import quote
 
 import pytest
 
@@ -331,3 +341,489 @@ def test_redact_data_hides_a_value_stored_under_a_secret_key() -> None:
         "cache_key": "users:v2",
         "token": "short",
     }
+
+
+# --- recall over a corpus of real secret formats -----------------------------------------
+#
+# Each format is generated from its documented shape by a seeded generator, then set in
+# the places such a secret turns up: env files, JSON/YAML/TOML configs, command lines,
+# code, HTTP headers, URLs, connection strings and log lines. A case counts as caught
+# only when no ten-character piece of the secret is left: half a token is a leaked token.
+
+ALNUM = string.ascii_letters + string.digits
+HEX = "0123456789abcdef"
+URL_SAFE = ALNUM + "-_"
+SYMBOLS = "!#%*+-.^_~@"
+
+
+class Fake:
+    """Credentials in real shapes, random but the same on every run."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def chars(self, alphabet: str, n: int) -> str:
+        return "".join(self.rng.choice(alphabet) for _ in range(n))
+
+    def hex(self, n: int) -> str:
+        return self.chars(HEX, n)
+
+    def b64(self, nbytes: int) -> str:
+        return base64.b64encode(self.rng.randbytes(nbytes)).decode()
+
+    def b64url(self, nbytes: int) -> str:
+        return base64.urlsafe_b64encode(self.rng.randbytes(nbytes)).decode().rstrip("=")
+
+    def uuid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def pick(self, options):
+        return self.rng.choice(list(options))
+
+    def password(self) -> str:
+        """What a password manager makes: letters, then at least a digit and a symbol."""
+        length = self.rng.randint(10, 18)
+        chars = list(self.chars(string.ascii_letters, 1) + self.chars(ALNUM + SYMBOLS, length))
+        for extra in (self.chars(string.digits, 1), self.chars(SYMBOLS, 1)):
+            chars.insert(self.rng.randint(1, len(chars)), extra)
+        return "".join(chars)
+
+    def jwt(self) -> str:
+        header = {"alg": self.pick(["HS256", "RS256", "ES256"]), "typ": "JWT"}
+        claims = {"sub": self.uuid(), "iat": self.rng.randint(1_600_000_000, 1_800_000_000)}
+        encoded = (base64.urlsafe_b64encode(json.dumps(part).encode()) for part in (header, claims))
+        return ".".join(part.decode().rstrip("=") for part in encoded) + "." + self.b64url(32)
+
+    def aws_secret(self) -> str:
+        return self.chars(ALNUM + "/+", 40)
+
+    def pem_body(self) -> str:
+        blob = self.b64(self.rng.randint(600, 1200))
+        return "\n".join(blob[i : i + 64] for i in range(0, len(blob), 64))
+
+
+# Tokens a provider marks with its own prefix: found by shape, wherever they are.
+# (label, env var it usually lives in, generator)
+PREFIXED: list[tuple[str, str, Callable[[Fake], str]]] = [
+    ("aws-access-key", "AWS_ACCESS_KEY_ID", lambda f: f.pick(["AK" + "IA", "AS" + "IA"]) + f.chars(string.ascii_uppercase + string.digits, 16)),
+    ("github-classic", "GITHUB_TOKEN", lambda f: "gh" + f.pick("pousr") + "_" + f.chars(ALNUM, 36)),
+    ("github-fine-grained", "GH_TOKEN", lambda f: "github_" + "pat_" + f.chars(ALNUM, 22) + "_" + f.chars(ALNUM, 59)),
+    ("github-app", "GITHUB_APP_TOKEN", lambda f: "gh" + "s_" + f.chars(ALNUM, 36)),
+    ("gitlab-pat", "GITLAB_TOKEN", lambda f: "gl" + "pat-" + f.chars(URL_SAFE, 20)),
+    ("gitlab-deploy", "CI_DEPLOY_PASSWORD", lambda f: "gl" + "dt-" + f.chars(URL_SAFE, 20)),
+    ("gitlab-runner", "RUNNER_TOKEN", lambda f: "gl" + "rt-" + f.chars(URL_SAFE, 20)),
+    ("gitlab-trigger", "TRIGGER_TOKEN", lambda f: "gl" + "ptt-" + f.hex(40)),
+    ("gitlab-registration", "REGISTRATION_TOKEN", lambda f: "GR" + "1348941" + f.chars(URL_SAFE, 20)),
+    ("slack-bot", "SLACK_BOT_TOKEN", lambda f: "xo" + "xb-" + f.chars(string.digits, 12) + "-" + f.chars(string.digits, 13) + "-" + f.chars(ALNUM, 24)),
+    ("slack-user", "SLACK_USER_TOKEN", lambda f: "xo" + "xp-" + "-".join(f.chars(string.digits, 12) for _ in range(3)) + "-" + f.hex(32)),
+    ("slack-app", "SLACK_APP_TOKEN", lambda f: "xa" + "pp-1-A" + f.chars(string.ascii_uppercase + string.digits, 10) + "-" + f.chars(string.digits, 13) + "-" + f.hex(64)),
+    ("stripe-live", "STRIPE_SECRET_KEY", lambda f: "sk" + "_live_" + f.chars(ALNUM, f.rng.randint(24, 99))),
+    ("stripe-test", "STRIPE_SECRET_KEY", lambda f: "sk" + "_test_" + f.chars(ALNUM, f.rng.randint(24, 99))),
+    ("stripe-restricted", "STRIPE_API_KEY", lambda f: "rk" + f.pick(["_live_", "_test_"]) + f.chars(ALNUM, f.rng.randint(24, 99))),
+    ("stripe-webhook", "STRIPE_WEBHOOK_SECRET", lambda f: "wh" + "sec_" + f.chars(ALNUM, 32)),
+    ("openai-project", "OPENAI_API_KEY", lambda f: "sk-" + "proj-" + f.chars(URL_SAFE, 74) + "T3Blbk" + "FJ" + f.chars(URL_SAFE, 74)),
+    ("openai-service", "OPENAI_API_KEY", lambda f: "sk-" + "svcacct-" + f.chars(URL_SAFE, 74) + "T3Blbk" + "FJ" + f.chars(URL_SAFE, 74)),
+    ("openai-legacy", "OPENAI_API_KEY", lambda f: "sk-" + f.chars(ALNUM, 20) + "T3Blbk" + "FJ" + f.chars(ALNUM, 20)),
+    ("anthropic", "ANTHROPIC_API_KEY", lambda f: "sk-" + "ant-" + f.pick(["api03-", "admin01-"]) + f.chars(URL_SAFE, 93) + "AA"),
+    ("google-api-key", "GOOGLE_API_KEY", lambda f: "AI" + "za" + f.chars(URL_SAFE, 35)),
+    ("google-oauth-secret", "GOOGLE_CLIENT_SECRET", lambda f: "GOC" + "SPX-" + f.chars(URL_SAFE, 28)),
+    ("google-access-token", "GOOGLE_ACCESS_TOKEN", lambda f: "ya" + "29." + f.chars(URL_SAFE, 120)),
+    ("huggingface", "HF_TOKEN", lambda f: "hf" + "_" + f.chars(string.ascii_letters, 34)),
+    ("huggingface-org", "HUGGINGFACE_API_KEY", lambda f: "api_" + "org_" + f.chars(string.ascii_letters, 34)),
+    ("npm", "NPM_TOKEN", lambda f: "np" + "m_" + f.chars(ALNUM, 36)),
+    ("sendgrid", "SENDGRID_API_KEY", lambda f: "S" + "G." + f.chars(URL_SAFE, 22) + "." + f.chars(URL_SAFE, 43)),
+    ("twilio-api-key", "TWILIO_API_KEY", lambda f: "S" + "K" + f.hex(32)),
+    ("jwt", "ID_TOKEN", Fake.jwt),
+    ("pypi", "PYPI_TOKEN", lambda f: "pypi-" + "AgEIcHlwaS5vcmc" + f.chars(URL_SAFE, 150)),
+    ("digitalocean", "DIGITALOCEAN_TOKEN", lambda f: "do" + "p_v1_" + f.hex(64)),
+    ("docker-hub", "DOCKERHUB_TOKEN", lambda f: "dckr" + "_pat_" + f.chars(URL_SAFE, 27)),
+    ("databricks", "DATABRICKS_TOKEN", lambda f: "da" + "pi" + f.hex(32)),
+    ("shopify", "SHOPIFY_ACCESS_TOKEN", lambda f: "shp" + f.pick(["at_", "ss_", "ca_", "pa_"]) + f.hex(32)),
+    ("vault", "VAULT_TOKEN", lambda f: "hv" + "s." + f.chars(URL_SAFE, 90)),
+    ("grafana", "GRAFANA_TOKEN", lambda f: "gl" + "sa_" + f.chars(ALNUM, 32) + "_" + f.hex(8)),
+    ("sentry", "SENTRY_AUTH_TOKEN", lambda f: "sntry" + "u_" + f.hex(64)),
+    ("replicate", "REPLICATE_API_TOKEN", lambda f: "r8" + "_" + f.chars(ALNUM, 37)),
+    ("groq", "GROQ_API_KEY", lambda f: "gs" + "k_" + f.chars(ALNUM, 52)),
+    ("linear", "LINEAR_API_KEY", lambda f: "lin_" + "api_" + f.chars(ALNUM, 40)),
+    ("postman", "POSTMAN_API_KEY", lambda f: "PM" + "AK-" + f.hex(24) + "-" + f.hex(34)),
+    ("telegram", "TELEGRAM_BOT_TOKEN", lambda f: f.chars(string.digits, 10) + ":A" + "A" + f.chars(URL_SAFE, 33)),
+    ("age", "SOPS_AGE_KEY", lambda f: "AGE-SECRET-" + "KEY-1" + f.chars("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58)),
+]  # fmt: skip
+
+# Where a token turns up. {s}: the token; {env}: its variable; {key}, {flag}: a name for it.
+ANYWHERE = {
+    "env": "# .env\nDEBUG=false\n{env}={s}\n",
+    "env-quoted": 'export {env}="{s}"\n',
+    "docker-env": "docker run --rm -e {env}={s} app:1.4.2\n",
+    "json": '{{"service": "api", "{key}": "{s}", "timeout": 30}}\n',
+    "yaml": "service:\n  {key}: {s}\n  retries: 3\n",
+    "cli-flag": "$ deploy --{flag} {s} --region eu-west-1\n",
+    "cli-flag-eq": "$ deploy --{flag}={s} --dry-run\n",
+    "kwarg": 'client = Client({key}="{s}", timeout=30)\n',
+    "positional": 'client = Client("{s}")\n',
+    "bearer": "curl -sS -H 'Authorization: Bearer {s}' https://api.example.com/v1/me\n",
+    "query": "GET /v1/items?page=2&access_token={s} HTTP/1.1\n",
+    "log": "2024-05-01T12:00:03Z WARN auth rejected credential {s} (401 Unauthorized)\n",
+    "traceback": (
+        'Traceback (most recent call last):\n  File "/srv/app/sync.py", line 88, in push\n'
+        '    raise AuthError(f"revoked: {{key}}")\napp.errors.AuthError: revoked: {s}\n'
+    ),
+    "prose": "The deploy failed because {s} was revoked; rotate it and retry.",
+    "markdown": "| name | value |\n|---|---|\n| {env} | `{s}` |\n",
+}
+# A name under which each kind of generic credential is stored.
+TOKEN_NAMES = ("token", "api_key", "apiKey", "secret", "client_secret", "access_token", "auth_token",
+               "secret_key", "private_token", "refresh_token", "webhook_secret", "session_token")  # fmt: skip
+PASSWORD_NAMES = ("password", "db_password", "passwd", "admin_password", "passphrase", "smtp_password")
+
+# A value with nothing to give it away: only the name it is stored under says "secret".
+IN_CONTEXT = {
+    "env": "{env}={s}\n",
+    "env-quoted": "export {env}='{s}'\n",
+    "docker-env": "docker run -e {env}={s} -p 8080:80 app\n",
+    "json": '{{"name": "svc", "{key}": "{s}", "retries": 3}}\n',
+    "json-nested": '{{"auth": {{"{key}": "{s}"}}, "debug": false}}\n',
+    "yaml": "backend:\n  url: https://api.example.com\n  {key}: {s}\n",
+    "yaml-quoted": 'backend:\n  {key}: "{s}"\n',
+    "toml": '[backend]\n{key} = "{s}"\ntimeout = 30\n',
+    "ini": "[remote]\n{key} = {s}\n",
+    "kwarg": 'session = connect(host="db.example.com", {key}="{s}")\n',
+    "dict": 'settings = {{"{key}": "{s}", "debug": True}}\n',
+    "cli-flag": "$ app login --{flag} {s} --verbose\n",
+    "cli-flag-eq": "$ app login --{flag}={s}\n",
+    "cli-flag-quoted": "$ app login --{flag} '{s}'\n",
+    "query": "POST https://api.example.com/oauth/callback?state=af0ifjsldkj&{key}={s}&expires_in=3600\n",
+}
+TOKEN_VALUES: dict[str, Callable[[Fake], str]] = {
+    "hex32": lambda f: f.hex(32),
+    "hex40": lambda f: f.hex(40),
+    "hex64": lambda f: f.hex(64),
+    "base64": lambda f: f.b64(30),
+    "base64url": lambda f: f.b64url(32),
+    "alnum": lambda f: f.chars(ALNUM, 32),
+    "letters": lambda f: f.chars(string.ascii_letters, 40),
+    "uuid": Fake.uuid,
+}
+
+
+def _env_name(name: str) -> str:
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name).upper()
+
+
+def _flag_name(name: str) -> str:
+    return _env_name(name).lower().replace("_", "-")
+
+
+def _set(template: str, secret: str, name: str, env: str | None = None) -> str:
+    return template.format(s=secret, key=name, flag=_flag_name(name), env=env or _env_name(name))
+
+
+def _url_password(f: Fake) -> str:
+    return quote(f.password(), safe="")
+
+
+def connection_cases(f: Fake) -> list[tuple[str, str, str]]:
+    """Passwords in URLs and the connection strings of the usual databases and brokers."""
+    user = f.pick(["app", "admin", "deploy", "svc_orders", "postgres"])
+    urls = {
+        "postgres-url": "DATABASE_URL=postgres://{u}:{p}@db.example.com:5432/orders\n",
+        "sqlalchemy": 'engine = create_engine("postgresql+psycopg2://{u}:{p}@localhost/test")\n',
+        "mongodb-srv": "MONGO_URI=mongodb+srv://{u}:{p}@cluster0.ab1cd.mongodb.net/?retryWrites=true&w=majority\n",
+        "mongodb-replica": "mongodb://{u}:{p}@mongo-0:27017,mongo-1:27017/admin?replicaSet=rs0\n",
+        "mysql": "$ mysql --defaults-file=/dev/null mysql://{u}:{p}@127.0.0.1:3306/shop\n",
+        "redis-no-user": "REDIS_URL=redis://:{p}@cache.example.com:6379/0\n",
+        "rediss": "celery broker: rediss://default:{p}@eu1-keen-cat.upstash.io:6379\n",
+        "amqp": "kombu.exceptions.OperationalError: amqp://{u}:{p}@rabbit:5672/%2F refused\n",
+        "https-git": "fatal: unable to access 'https://{u}:{p}@git.example.com/app.git/': 403\n",
+        "ftp": "curl -T build.zip ftp://{u}:{p}@files.example.com/upload/\n",
+        "jdbc-userinfo": "spring.datasource.url=jdbc:mysql://{u}:{p}@db:3306/app\n",
+    }
+    raw = {
+        "jdbc-params": "jdbc:postgresql://db:5432/app?user={u}&password={p}&ssl=true\n",
+        "libpq-dsn": 'psycopg.connect("host=db port=5432 dbname=app user={u} password={p} sslmode=require")\n',
+        "ado-net": 'Server=tcp:db.example.com,1433;Database=app;User ID={u};Password={p};Encrypt=True;\n',
+        "odbc": "DRIVER={{ODBC Driver 18}};SERVER=db;UID={u};PWD={p};TrustServerCertificate=yes\n",
+        "netrc": "machine github.com\n  login {u}\n  password {p}\n",
+        "netrc-line": "machine api.heroku.com login {u} password {p}\n",
+        "curl-user": "curl -u {u}:{p} https://ci.example.com/api/json\n",
+    }
+    cases = []
+    for label, template in urls.items():
+        secret = _url_password(f)
+        cases.append((label, secret, template.format(u=user, p=secret)))
+    for label, template in raw.items():
+        secret = f.password().replace(";", "")
+        cases.append((label, secret, template.format(u=user, p=secret)))
+    return cases
+
+
+def header_cases(f: Fake) -> list[tuple[str, str, str]]:
+    """Credentials in HTTP headers and the files that hold them."""
+    login = f"{f.pick(['ci', 'deploy', 'jenkins'])}:{f.password()}"
+    basic = base64.b64encode(login.encode()).decode()
+    bearer = f.pick([f.b64url(32), f.hex(40), f.chars(ALNUM, 40)])
+    return [
+        ("curl-bearer", bearer, f"curl -H 'Authorization: Bearer {bearer}' https://api.example.com\n"),
+        ("http-dump-bearer", bearer, f"> GET /v2/me HTTP/1.1\n> Host: api.example.com\n> Authorization: Bearer {bearer}\n"),
+        ("python-headers", bearer, f'headers = {{"Authorization": "Bearer {bearer}", "Accept": "application/json"}}\n'),
+        ("json-log-bearer", bearer, f'{{"level": "debug", "headers": {{"authorization": "Bearer {bearer}"}}}}\n'),
+        ("bare-bearer", bearer, f"retrying request with Bearer {bearer} after 401\n"),
+        ("github-token-scheme", (hex40 := f.hex(40)), f"Authorization: token {hex40}\n"),
+        ("basic", basic, f"Authorization: Basic {basic}\n"),
+        ("proxy-basic", basic, f"curl --proxy-header 'Proxy-Authorization: Basic {basic}' https://example.com\n"),
+        ("wget-header", bearer, f'wget --header="Authorization: Bearer {bearer}" https://example.com/a.tgz\n'),
+        ("x-api-key", (key := f.hex(32)), f"curl -H 'X-API-Key: {key}' https://api.example.com/v1\n"),
+        ("x-auth-token", (tok := f.b64url(24)), f"X-Auth-Token: {tok}\nAccept: */*\n"),
+        ("private-token", (tok2 := f.chars(ALNUM, 24)), f'curl --header "PRIVATE-TOKEN: {tok2}" https://gitlab.example.com/api/v4/projects\n'),
+        ("cookie", (sid := f.b64url(32)), f"Cookie: theme=dark; sessionid={sid}; lang=en\n"),
+        ("set-cookie", (sid2 := f.hex(48)), f"Set-Cookie: session={sid2}; Path=/; HttpOnly; Secure\n"),
+        ("docker-config-auth", basic, f'{{"auths": {{"registry.example.com": {{"auth": "{basic}"}}}}}}\n'),
+        ("npmrc-auth", basic, f"//registry.example.com/:_auth={basic}\nalways-auth=true\n"),
+        ("azure-sas", (sig := quote(f.b64(32), safe="")),
+         f"https://acct.blob.core.windows.net/c/b.zip?sv=2022-11-02&se=2024-06-01&sp=r&sig={sig}\n"),
+        ("s3-presigned", (sig2 := f.hex(64)),
+         f"https://bucket.s3.amazonaws.com/a.zip?X-Amz-Expires=3600&X-Amz-Signature={sig2}\n"),
+    ]  # fmt: skip
+
+
+def cloud_cases(f: Fake) -> list[tuple[str, str, str]]:
+    """Secrets with no prefix of their own that cloud tools print next to one that has."""
+    aws_id = "AK" + "IA" + f.chars(string.ascii_uppercase + string.digits, 16)
+    aws_secret = f.aws_secret
+    sid, auth = "A" + "C" + f.hex(32), f.hex(32)
+    azure = f.b64(64)
+    return [
+        ("aws-env", (s1 := aws_secret()), f"AWS_ACCESS_KEY_ID={aws_id}\nAWS_SECRET_ACCESS_KEY={s1}\n"),
+        ("aws-credentials-file", (s2 := aws_secret()), f"[default]\naws_access_key_id = {aws_id}\naws_secret_access_key = {s2}\n"),
+        ("aws-sts-json", (s3 := aws_secret()), f'{{"Credentials": {{"AccessKeyId": "{aws_id}", "SecretAccessKey": "{s3}"}}}}\n'),
+        ("aws-boto3", (s4 := aws_secret()), f'boto3.client("s3", aws_access_key_id="{aws_id}", aws_secret_access_key="{s4}")\n'),
+        ("aws-configure", (s5 := aws_secret()), f"AWS Access Key ID [None]: {aws_id}\nAWS Secret Access Key [None]: {s5}\n"),
+        ("aws-csv", (s6 := aws_secret()), f"Access key ID,Secret access key\n{aws_id},{s6}\n"),
+        ("aws-cli-set", (s7 := aws_secret()), f"$ aws configure set aws_secret_access_key {s7}\n"),
+        ("twilio-env", auth, f"TWILIO_ACCOUNT_SID={sid}\nTWILIO_AUTH_TOKEN={auth}\n"),
+        ("twilio-client", auth, f'client = Client("{sid}", "{auth}")\n'),
+        ("twilio-url", auth, f"curl https://{sid}:{auth}@api.twilio.com/2010-04-01/Accounts.json\n"),
+        ("azure-storage", azure, f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={azure};EndpointSuffix=core.windows.net\n"),
+        ("azure-service-bus", (sb := f.b64(32)), f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey={sb}\n"),
+    ]  # fmt: skip
+
+
+def command_cases(f: Fake) -> list[tuple[str, str, str]]:
+    """Passwords and tokens handed to a command or set in code, where only usage tells."""
+    pw, tok = f.password().replace("'", ""), f.chars(ALNUM, 32)
+    return [
+        ("docker-login", pw, f"$ docker login -u ci -p {pw} registry.example.com\n"),
+        ("sshpass", pw, f"sshpass -p '{pw}' ssh deploy@build-01\n"),
+        ("mysql-glued", pw, f"$ mysql -h db -u root -p{pw} shop < dump.sql\n"),
+        ("pgpassword", pw, f"PGPASSWORD={pw} psql -h db -U app -c 'select 1'\n"),
+        ("kubectl-literal", pw, f"kubectl create secret generic db --from-literal=password={pw}\n"),
+        ("gh-secret-set", tok, f"gh secret set DEPLOY_TOKEN --body {tok} --repo acme/app\n"),
+        ("environ-subscript", tok, f"os.environ['SERVICE_API_KEY'] = '{tok}'\n"),
+        ("go-short-decl", pw, f'password := "{pw}"\n'),
+        ("k8s-env", tok, f"env:\n  - name: API_TOKEN\n    value: {tok}\n  - name: LOG_LEVEL\n    value: info\n"),
+        ("azure-functions-header", tok, f"curl -H 'x-functions-key: {tok}' https://fn.azurewebsites.net/api/run\n"),
+        ("pip-index-url", tok, f"pip install --index-url https://__token__:{tok}@pypi.example.com/simple app\n"),
+    ]
+
+
+def pem_cases(f: Fake) -> list[tuple[str, str, str]]:
+    """Private key blocks, raw and as they sit inside JSON, YAML and env files."""
+    cases = []
+    for label in ("RSA PRIVATE KEY", "EC PRIVATE KEY", "OPENSSH PRIVATE KEY", "PRIVATE KEY",
+                  "ENCRYPTED PRIVATE KEY", "DSA PRIVATE KEY", "PGP PRIVATE KEY BLOCK"):  # fmt: skip
+        body = f.pem_body()
+        block = f"-----BEGIN {label}-----\n{body}\n-----END {label}-----"
+        escaped = block.replace("\n", "\\n")
+        indented = block.replace("\n", "\n    ")
+        cases += [
+            (f"pem-file {label}", body, f"$ cat ~/.ssh/id_deploy\n{block}\n$ ssh-add -l\n"),
+            (f"pem-json {label}", body, f'{{"type": "service_account", "private_key": "{escaped}\\n", "client_id": "1"}}\n'),
+            (f"pem-yaml {label}", body, f"tls:\n  key: |\n    {indented}\n  cert: server.crt\n"),
+            (f"pem-env {label}", body, f'SSH_PRIVATE_KEY="{escaped}"\n'),
+            (f"pem-truncated {label}", body[:300], f"{block[:400]}\n... [output truncated]\n"),
+        ]
+    return cases
+
+
+def recall_corpus(seed: int = 20240611) -> list[tuple[str, str, str]]:
+    """(case id, secret, text holding it), a few hundred of them."""
+    f = Fake(seed)
+    cases = []
+    for label, env, make in PREFIXED:
+        for where, template in ANYWHERE.items():
+            secret = make(f)
+            cases.append((f"{label}/{where}", secret, _set(template, secret, "api_key", env)))
+    for shape, make in TOKEN_VALUES.items():
+        for where, template in IN_CONTEXT.items():
+            secret, name = make(f), f.pick(TOKEN_NAMES)
+            cases.append((f"{shape}/{name}/{where}", secret, _set(template, secret, name)))
+    for where, template in IN_CONTEXT.items():
+        for _ in range(3):
+            secret, name = f.password(), f.pick(PASSWORD_NAMES)
+            if "query" in where:
+                secret = quote(secret, safe="")
+            cases.append((f"password/{name}/{where}", secret, _set(template, secret, name)))
+    for make_cases in (connection_cases, header_cases, cloud_cases, command_cases):
+        for _ in range(3):
+            cases += make_cases(f)
+    cases += pem_cases(f)
+    jwt = f.jwt()
+    cases += [
+        ("jwt-cookie", jwt, f"Cookie: __Secure-next-auth.session-token={jwt}\n"),
+        ("jwt-fragment", (jwt2 := f.jwt()), f"302 Location: https://app.example.com/cb#id_token={jwt2}&state=x\n"),
+        ("jwt-local-storage", (jwt3 := f.jwt()), f'localStorage.setItem("session", "{jwt3}");\n'),
+        ("slack-webhook", (hook := f"T{f.chars(string.ascii_uppercase + string.digits, 10)}/B{f.chars(string.ascii_uppercase + string.digits, 10)}/{f.chars(ALNUM, 24)}"),
+         f"SLACK_WEBHOOK_URL=https://hooks.slack.com/services/{hook}\n"),
+        ("slack-webhook-code", (hook2 := f"T{f.chars(string.ascii_uppercase, 8)}/B{f.chars(string.ascii_uppercase, 9)}/{f.chars(ALNUM, 24)}"),
+         f"requests.post('https://hooks.slack.com/services/{hook2}', json=msg)\n"),
+    ]  # fmt: skip
+    return cases
+
+
+def _leaks(secret: str, out: str) -> bool:
+    """Whether any ten-character piece of the secret survived."""
+    width = min(10, len(secret))
+    pieces = secret.split()
+    return any(
+        piece[i : i + width] in out for piece in pieces for i in range(max(1, len(piece) - width + 1))
+    )
+
+
+def test_recall_over_a_corpus_of_real_secret_formats_is_at_least_99_percent() -> None:
+    corpus = recall_corpus()
+    missed = []
+    for case_id, secret, text in corpus:
+        assert _leaks(secret, text), case_id  # the case really holds its secret
+        out = redact(text)
+        if _leaks(secret, out) or "[REDACTED:" not in out:
+            missed.append(f"{case_id}: {out.strip()[:160]!r}")
+
+    recall = 1 - len(missed) / len(corpus)
+    print(f"\nredaction recall: {len(corpus) - len(missed)}/{len(corpus)} = {recall:.4f}")
+    assert len(corpus) >= 500
+    assert recall >= 0.99, "\n".join(missed)
+
+
+def test_every_format_in_the_corpus_is_caught_wherever_it_stands() -> None:
+    """No format is given up on: each one is caught in nearly every context."""
+    corpus = recall_corpus(seed=7)
+    by_format: dict[str, list[bool]] = {}
+    for case_id, secret, text in corpus:
+        by_format.setdefault(case_id.split("/")[0], []).append(not _leaks(secret, redact(text)))
+
+    weak = {name: f"{sum(hits)}/{len(hits)}" for name, hits in by_format.items() if sum(hits) < len(hits) - 1}
+    assert weak == {}
+
+
+def test_the_three_tokens_of_the_issue_are_caught_outside_an_assignment() -> None:
+    f = Fake(1)
+    hugging = "hf" + "_" + f.chars(string.ascii_letters, 34)
+    npm = "np" + "m_" + f.chars(ALNUM, 36)
+    sendgrid = "S" + "G." + f.chars(URL_SAFE, 22) + "." + f.chars(URL_SAFE, 43)
+    text = (
+        f'login(token="{hugging}")\nnpm error 401: token {npm} has expired\n'
+        f'sg = SendGridAPIClient("{sendgrid}")\n'
+    )
+
+    assert redact(text) == (
+        'login(token="[REDACTED:huggingface_token]")\n'
+        "npm error 401: token [REDACTED:npm_token] has expired\n"
+        'sg = SendGridAPIClient("[REDACTED:sendgrid_key]")\n'
+    )
+
+
+# --- ordinary text at scale ----------------------------------------------------------------
+
+
+def ordinary_corpus(seed: int = 20240611) -> dict[str, str]:
+    """Developer output full of hashes, ids, digests and base64 that hide nothing."""
+    f = Fake(seed)
+    sha, short = f.hex(40), f.hex(7)
+    digest = f.hex(64)
+    data = f.b64(240)
+    return {
+        "git-log": "\n".join(f"{f.hex(7)} {msg}" for msg in ("Fix token refresh", "Bump numpy to 1.26.4",
+                                                             "Add api_key validation", "Merge branch 'main'")),
+        "git-rev-parse": f"$ git rev-parse HEAD\n{sha}\n$ git describe --tags\nv2.3.1-14-g{short}\n",
+        "git-diff-index": f"diff --git a/src/auth.py b/src/auth.py\nindex {short}..{f.hex(7)} 100644\n",
+        "git-commit-url": f"See https://github.com/acme/app/commit/{sha} and https://github.com/acme/app/pull/812\n",
+        "merge-conflict": f"<<<<<<< HEAD\ntoken = load_token()\n=======\ntoken = refresh_token(old)\n>>>>>>> {sha}\n",
+        "pip-hashes": (f"requests==2.31.0 \\\n    --hash=sha256:{digest} \\\n    --hash=sha256:{f.hex(64)}\n"
+                       "Successfully installed requests-2.31.0 urllib3-2.2.1\n"),
+        "poetry-lock": f'files = [\n    {{file = "idna-3.7-py3-none-any.whl", hash = "sha256:{f.hex(64)}"}},\n]\n',
+        "package-lock": (f'"node_modules/left-pad": {{\n  "version": "1.3.0",\n  "resolved": '
+                         f'"https://registry.npmjs.org/left-pad/-/left-pad-1.3.0.tgz",\n  "integrity": "sha512-{f.b64(64)}"\n}}\n'),
+        "go-sum": f"github.com/pkg/errors v0.9.1 h1:{f.b64(32)}\ngithub.com/pkg/errors v0.9.1/go.mod h1:{f.b64(32)}\n",
+        "cargo-lock": f'[[package]]\nname = "serde"\nversion = "1.0.203"\nsource = "registry+https://github.com/rust-lang/crates.io-index"\nchecksum = "{f.hex(64)}"\n',
+        "docker-pull": (f"3.11-slim: Pulling from library/python\n{f.hex(12)}: Pull complete\nDigest: sha256:{digest}\n"
+                        f"Status: Downloaded newer image for python:3.11-slim\nimage: postgres:16.2@sha256:{f.hex(64)}\n"),
+        "uuids": (f"run_id={f.uuid()} request_id={f.uuid()} trace_id={f.hex(32)} span_id={f.hex(16)}\n"
+                  f'{{"id": "{f.uuid()}", "commit": "{sha}", "checksum": "md5:{f.hex(32)}"}}\nuid: {f.uuid()}\n'),
+        "http-response": (f"< HTTP/1.1 200 OK\n< ETag: \"{f.hex(32)}\"\n< X-Request-Id: {f.uuid()}\n"
+                          f"< Content-MD5: {f.b64(16)}\n< X-GitHub-Request-Id: {f.hex(4).upper()}:{f.hex(6).upper()}:{f.hex(8).upper()}\n"),
+        "base64-data-uri": f'<img src="data:image/png;base64,{data}" alt="chart">\n',
+        "base64-github-content": f'{{"name": "README.md", "encoding": "base64", "content": "{data[:60]}\\n{data[60:120]}\\n"}}\n',
+        "base64-shell": f"$ echo '{f.b64(24)}' | base64 -d > fixture.bin\n",
+        "base64-mime": f"Content-Type: application/pdf\nContent-Transfer-Encoding: base64\n\n{data[:76]}\n{data[76:152]}\n",
+        "ssh-public-key": f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{f.b64(24)} ci@build-runner\n",
+        "certificate": f"-----BEGIN CERTIFICATE-----\n{f.pem_body()}\n-----END CERTIFICATE-----\n",
+        "public-key-pem": f"-----BEGIN PUBLIC KEY-----\n{f.pem_body()}\n-----END PUBLIC KEY-----\n",
+        "paths": (f"/home/dev/.cache/huggingface/hub/models--bert-base-uncased/snapshots/{sha}/config.json\n"
+                  "node_modules/.pnpm/lodash@4.17.21/node_modules/lodash/lodash.js\n"
+                  f"~/.npm/_cacache/content-v2/sha512/{f.hex(2)}/{f.hex(2)}/{f.hex(124)}\n"
+                  "C:\\Users\\dev\\AppData\\Local\\Temp\\pytest-of-dev\\pytest-42\\test_token0\\\n"),
+        "test-ids": ("tests/test_api.py::TestTokens::test_refresh_token[expired-bearer] PASSED\n"
+                     "tests/test_auth.py::test_password_reset[admin-short] FAILED\n"
+                     f"tests/test_store.py::test_digest[sha256-{f.hex(64)}] PASSED\n"
+                     "tests/test_keys.py::test_api_key_from_env[missing] SKIPPED (needs network)\n"),
+        "traceback": (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.11/site-packages/huggingface_hub/utils/_validators.py", line 114, in _inner_fn\n'
+            "    return fn(*args, **kwargs)\n"
+            '  File "/srv/app/models.py", line 12, in load\n'
+            "    path = hf_hub_download(repo_id=repo, filename=name, token=token)\n"
+            "KeyError: 'OPENAI_API_KEY'\n"
+            "TypeError: Client.__init__() got an unexpected keyword argument 'api_key'\n"
+            "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-665f0e2a-"
+            f"{f.hex(24)})\n"
+        ),
+        "versions": ("Python 3.11.7\nnumpy==1.26.4 torch==2.3.0+cu121 v2.0.0-rc.1+build.5\n"
+                     "go version go1.22.3 linux/amd64\nnode v20.11.1 npm 10.2.4\nrustc 1.77.2 (25ef9e3d8 2024-04-09)\n"),
+        "npm-env": "npm_config_cache=/home/dev/.npm\nnpm_package_version=1.4.2\nnpm_lifecycle_event=test\n",
+        "code": (
+            'hf_token = os.environ.get("HF_TOKEN")\napi_key: str | None = None\n'
+            "token_ids = tokenizer.encode(text)\n"
+            "if password_hash != sha256(password.encode()).hexdigest():\n"
+            f'    cache_key = "{f.hex(40)}"\nidempotency_key = "{f.uuid()}"\nmax_tokens = 4096\n'
+            'secret_name = "db-credentials"\ntoken_type = "Bearer"\n'
+            'parser.add_argument("--token", help="API token (default: $APP_TOKEN)")\n'
+        ),
+        "cli-help": ("usage: deploy [-h] [--token TOKEN] [--api-key API_KEY] [--password PASSWORD]\n"
+                     "              [--token-file PATH] [--password-stdin]\n"
+                     "  --token TOKEN        the API token; see --token-file to read it from a file\n"),
+        "json-metrics": f'{{"token_count": 1234, "tokens_used": 5678, "token_type": "Bearer", "expires_in": 3599, "key": "{f.hex(40)}"}}\n',
+        "query-strings": f"GET /search?q=api+key&sort=created&sha={sha}&page=2 HTTP/1.1\nhttps://pypi.org/simple/requests/#sha256={digest}\n",
+        "near-misses": (
+            "$ mysql -u root -p shop\n$ pytest -p no:cacheprovider -q\n"
+            "env:\n  - name: LOG_LEVEL\n    value: debug\n  - name: API_TOKEN\n    valueFrom:\n"
+            "      secretKeyRef: {name: api, key: token}\n"
+            "os.environ['API_KEY'] = api_key\nok := password == \"\"\nx-cache-key: v2-5f3a9c1e77\n"
+            "$ ssh-add --ssh-key deploy_key.pub\n$ docker build --secret id=npmrc,src=$HOME/.npmrc .\n"
+            "Pass --api-key argument or --client-secret parameter; see --password PASSWORD.\n"
+            "The session cookie: set on login. Cookie: none\n"
+        ),
+        "prose": ("The API uses Bearer authentication; pass the key with --api-key or set it in the\n"
+                  "environment. Authorization: required. Tokens expire after 3600 s. See SG.4.2 and\n"
+                  "sk-learn-compatible estimators.\n"),
+    }  # fmt: skip
+
+
+def test_ordinary_developer_output_is_left_exactly_as_it_was() -> None:
+    changed = {}
+    for name, text in ordinary_corpus().items():
+        out = redact(text)
+        if out != text:
+            changed[name] = [(a, b) for a, b in zip(text.splitlines(), out.splitlines()) if a != b]
+
+    print(f"\nordinary texts changed by redaction: {len(changed)}/{len(ordinary_corpus())}")
+    assert changed == {}
