@@ -79,7 +79,7 @@ def overnight_parser() -> argparse.ArgumentParser:
         "4 a repository was refused (dirty or locked), 130 interrupted",
     )
     parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="repositories")
-    parser.add_argument("--max-tasks", type=_number(int, 1), metavar="N", help="stop after N finished tasks")
+    parser.add_argument("--max-tasks", type=_number(int, 1), metavar="N", help="start at most N tasks")
     parser.add_argument("--max-hours", type=_number(float, 0, above=True), metavar="H", help="stop after H hours")
     parser.add_argument("--max-cost", type=_number(float, 0), metavar="USD", help="stop before spending more")
     parser.add_argument("--parallel", type=_number(int, 1), metavar="K", help="tasks at once, each in its own worktree")

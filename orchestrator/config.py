@@ -168,6 +168,9 @@ class ProjectConfig(_ConfigModel):
     max_cost_usd: float | None = Field(default=None, gt=0)
     max_cost_usd_per_task: float | None = Field(default=None, gt=0)
     max_tokens_per_task: int | None = Field(default=None, ge=1)
+    # The most tokens any model reply may use (asked as max_tokens). None: the model's own
+    # limit; a spending limit reserves this much for every call's reply before it is made.
+    max_output_tokens: int | None = Field(default=None, ge=1)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     parallel_execution: int = Field(default=1, ge=1)  # overnight workers
     # On escalation: put the subtask's base tree back, or leave the last attempt's edits.

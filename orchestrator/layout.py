@@ -64,6 +64,9 @@ class Layout:
     def escalations(self) -> Path:
         return self.root / "escalations"
 
+    def journal(self, task_id: str) -> Path:
+        return self.root / "journal" / f"{safe_name(task_id)}.json"
+
     def plan(self, task_id: str) -> Path:
         return self.root / "subtasks" / f"{safe_name(task_id)}.json"
 

@@ -1,26 +1,59 @@
-"""Log and count every model call, without the callers having to.
+"""Log, count and pay for every model call, without the callers having to.
 
 `MeteredModel` wraps any ChatModel: every call is logged with its purpose (decompose,
 execute, reflect), model, tokens, cost and latency, and added to `Meter`s (the task's,
-the run's).
+the run's). With spending limits, each call first reserves its worst case in every
+limit's ledger (`orchestrator.budget.SpendLimit`): its prompt's tokens, estimated from
+the characters, plus the most its reply may use, at the model's price. A call that a
+ledger cannot cover raises `BudgetExceeded` and is never made; after a call the real
+cost is counted and the reservation released.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from orchestrator.budget import BudgetExceeded, CallBound, SpendLimit
 from orchestrator.runlog import RunLog
-from reflection.llm import ChatModel, ChatReply, ModelError
+from reflection.digest import estimate_tokens
+from reflection.llm import ChatModel, ChatReply, ModelError, call_cost, max_output_tokens, model_ready
 from reflection.meter import Meter
+
+# A reply's ceiling when neither the caller, the config (maxOutputTokens) nor litellm's
+# model map says one: then it is asked of the model as max_tokens, so it holds.
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+# Tokens a chat format adds around each message (role, separators), on top of its text.
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+def prompt_tokens(messages: list[dict[str, str]]) -> int:
+    """The prompt's tokens as a budget counts them: estimated from its characters."""
+    return sum(estimate_tokens(m.get("content") or "") + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
 
 class MeteredModel:
-    """A ChatModel that logs and meters every call made through it."""
+    """A ChatModel that logs, meters and (with limits) pays in advance for every call made through it."""
 
-    def __init__(self, inner: ChatModel, meters: list[Meter], runlog: RunLog, purpose: str):
+    def __init__(
+        self,
+        inner: ChatModel,
+        meters: list[Meter],
+        runlog: RunLog,
+        purpose: str,
+        *,
+        limits: Sequence[SpendLimit] = (),
+        max_output: int | None = None,
+    ) -> None:
         self.inner = inner
         self.name = inner.name
         self.meters = meters
         self.runlog = runlog
         self.purpose = purpose
+        self.limits = [limit for limit in limits if limit.limited]
+        self.max_output = max_output  # maxOutputTokens: asked of every call that sets none
+
+    async def ready(self) -> None:
+        await model_ready(self.inner)
 
     async def complete(
         self,
@@ -31,6 +64,50 @@ class MeteredModel:
         temperature: float | None = None,
     ) -> ChatReply:
         prompt_chars = sum(len(m.get("content") or "") for m in messages)
+        if max_tokens is None:
+            max_tokens = self.max_output
+        held: list[SpendLimit] = []
+        bound = None
+        if self.limits:
+            await self.ready()  # pricing needs litellm; its import is nobody's call
+            bound, max_tokens = self.bound(messages, max_tokens)
+            for limit in self.limits:
+                reason = limit.reserve(bound)
+                if reason is not None:
+                    for other in held:
+                        other.release(bound)
+                    self.runlog.event(
+                        "model_call_refused", purpose=self.purpose, model=self.name, reason=reason,
+                        promptChars=prompt_chars, maxTokens=max_tokens, worstCostUsd=bound.cost,
+                    )
+                    raise BudgetExceeded(reason)
+                held.append(limit)
+        try:
+            return await self._call(messages, prompt_chars, timeout, max_tokens, temperature)
+        finally:
+            for limit in held:  # the real cost is in the meters by now
+                assert bound is not None
+                limit.release(bound)
+
+    def bound(self, messages: list[dict[str, str]], max_tokens: int | None) -> tuple[CallBound, int | None]:
+        """The call's worst case, and the max_tokens to ask for so that the worst case holds."""
+        reply_tokens = max_tokens
+        if reply_tokens is None:
+            reply_tokens = max_output_tokens(self.name)  # the model cannot write more anyway
+            if reply_tokens is None:
+                reply_tokens = max_tokens = DEFAULT_MAX_OUTPUT_TOKENS
+        prompt = prompt_tokens(messages)
+        bound = CallBound(prompt + reply_tokens, call_cost(self.name, prompt, reply_tokens), reply_tokens)
+        return bound, max_tokens
+
+    async def _call(
+        self,
+        messages: list[dict[str, str]],
+        prompt_chars: int,
+        timeout: float | None,
+        max_tokens: int | None,
+        temperature: float | None,
+    ) -> ChatReply:
         try:
             reply = await self.inner.complete(messages, timeout=timeout, max_tokens=max_tokens, temperature=temperature)
         except ModelError as exc:

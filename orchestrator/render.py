@@ -60,6 +60,8 @@ class HumanLines:
         return f"  [{e['subtaskId']}] attempt {e['attempt']}/{e['of']}"
 
     def _edit_failed(self, e: Event) -> str:
+        if e.get("failureKind") == "agent":
+            return f"    FAIL  agent run failed: {_first_line(e.get('error'))}"
         asked = f" (asked for {e['formatAsked']}, got {e['formatReceived']})" if e.get("formatAsked") else ""
         return f"    FAIL  reply not applied{asked}: {_first_line(e.get('error'))}"
 
@@ -89,6 +91,9 @@ class HumanLines:
 
     def _model_error(self, e: Event) -> str:
         return f"    model error ({e.get('kind')}) during {e.get('purpose')}: {_first_line(e.get('message'))}"
+
+    def _model_call_refused(self, e: Event) -> str:
+        return f"    {e.get('purpose')} call not made: {_first_line(e.get('reason'))}"
 
     def _escalated(self, e: Event) -> str:
         restored = "tree restored to the subtask's start; " if e.get("restored") else ""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -247,11 +247,14 @@ class Repo:
                 env[var] = fallback
         return env
 
-    def commit(self, paths: list[str], message: str) -> str:
+    def commit(self, paths: list[str], message: str, *, before_ref: Callable[[str, str], None] | None = None) -> str:
         """Commit exactly `paths` (additions, edits, deletions) on top of HEAD; return the sha.
 
-        Anything else the user has staged stays staged and out of the commit. Hooks that
-        check the commit (pre-commit, commit-msg) are not run: the change was verified.
+        The commit is built on a private index (`write-tree`, `commit-tree`) and HEAD is
+        moved with `update-ref`, so the user's index is only touched afterwards, to drop
+        the old content of these paths; anything else they staged stays staged. Hooks do
+        not run: the change was verified. `before_ref(old, new)` is called once the commit
+        exists and before HEAD moves (the journal's record, for recovery after a kill).
         """
         if not paths:
             raise RepoError("nothing to commit: no paths were given")
@@ -264,20 +267,43 @@ class Repo:
         with self._scratch_index(head) as env:
             if present:
                 self._git("add", "--all", "--", *present, env=env)
-            try:
-                self._git(
-                    "commit", "--quiet", "--no-verify", "--message", message,
-                    env={**env, **self._identity_env()},
-                )
-            except RepoError as exc:
-                if self.head() == head:  # git refused: the paths match HEAD
-                    raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD") from exc
-                raise
-        # The real index still holds the old content of these paths; align it with HEAD.
-        self._git("reset", "--quiet", "--", *present)
-        sha = self.head()
+            tree = self._git("write-tree", env=env)
+        if tree == self._git("rev-parse", f"{head}^{{tree}}"):
+            raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD")
+        sha = self._git("commit-tree", tree, "-p", head, "-m", message, env=self._identity_env())
+        if before_ref is not None:
+            before_ref(head, sha)
+        self._git("update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD", sha, head)
+        self.align_index(present)
         logger.info("committed %d path(s) as %s", len(present), sha[:12])
         return sha
+
+    def fold_commits_since(self, base: str) -> list[str]:
+        """Commits made on top of `base` (an agent that commits its own work) become changes
+        in the tree again: HEAD goes back to `base`, the tree is kept, the index entries of
+        their paths go back to `base`. Returns those paths; [] when HEAD is `base`.
+        """
+        head = self.head()
+        if head == base:
+            return []
+        try:
+            self._git("merge-base", "--is-ancestor", base, head)
+        except RepoError:
+            raise RepoError(f"HEAD moved away from {base[:12]} during the attempt (not on top of it)") from None
+        paths = _split_z(self._git("diff", "--name-only", "-z", "--no-renames", base, head))
+        self._git("update-ref", "-m", "goldenloop: an attempt's own commits, folded back", "HEAD", base, head)
+        self.align_index(paths)
+        logger.info("folded the commits %s..%s back into the tree", base[:12], head[:12])
+        return paths
+
+    def commit_times(self, base: str) -> list[int]:
+        """The committer times (epoch seconds) of the commits from `base` to HEAD."""
+        return [int(t) for t in self._git("log", "--format=%ct", f"{base}..HEAD").split()]
+
+    def align_index(self, paths: list[str]) -> None:
+        """The user's index entries of `paths` as HEAD has them (after goldenloop committed them)."""
+        if paths:
+            self._git("reset", "--quiet", "--", *paths)
 
     def restore(self, base: str, dirty_before: set[str]) -> list[str]:
         """Undo the attempt: tracked files back to `base`, files it created removed.

@@ -9,26 +9,30 @@ in a `UserError` carrying one sentence and an exit code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.budget import SpendLimit, combine
+from orchestrator.budget import BudgetExceeded, SpendLimit, combine
+from orchestrator.checks.convergence import StopReason
 from orchestrator.config import ConfigError, ProjectConfig, load_config
 from orchestrator.executors import BuiltinExecutor, CommandExecutor, Executor
 from orchestrator.executors.format_choice import FormatChooser, FormatHistory, format_for_model
 from orchestrator.fileio import LockTimeout
+from orchestrator.journal import SLACK_S, Journal
 from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
 from orchestrator.loop.golden import GoldenLoop
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.loop.parts import LoopParts
-from orchestrator.loop.plan import SubtaskPlan
+from orchestrator.loop.plan import Subtask, SubtaskPlan
 from orchestrator.metering import MeteredModel
+from orchestrator.processes import become_subreaper, kill_sessions
 from orchestrator.repo import OPENAGENTS, Repo, RepoError
 from orchestrator.runlog import RunLog
 from orchestrator.tasks import Task, TaskBoard, TaskFileError
-from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, price_known
+from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, preload_litellm, price_known
 from reflection.meter import Meter
 from reflection.service import ReflectionService
 from reflection.store import JsonlReflectionStore
@@ -78,14 +82,20 @@ class ProjectSession:
         self.config = self._load_config()
         if self.runlog is None:
             self.runlog = RunLog(self.project_dir)
-        self._refuse_dirty_tree()
         self.board = _call(lambda: TaskBoard.for_project(self.project_dir), EXIT_USAGE)
         self._check_api_keys()
         ensure_runtime_ignored(self.project_dir)
         self._take_lock()
-        self.runlog.attach(self.project_dir)  # a usable project, and ours: its run log may be written
-        self.notices.extend(self.board.warnings)
-        self.recover()
+        become_subreaper()  # children that escape their session stay ours to kill
+        try:
+            self._stop_leftover_processes()  # a killed run's agent must not write on
+            self._refuse_dirty_tree()
+            self.runlog.attach(self.project_dir)  # a usable project, and ours: its run log may be written
+            self.notices.extend(self.board.warnings)
+            self.recover()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def _load_config(self) -> ProjectConfig:
@@ -133,19 +143,45 @@ class ProjectSession:
             EXIT_REFUSED,
         )
 
+    def _in_progress(self) -> list[Task]:
+        return [t for t in self.board.tasks() if t.status == "in_progress"]
+
+    def _stop_leftover_processes(self) -> None:
+        """Kill whatever a killed run's attempt left running (its sessions are in the journal)."""
+        for task in self._in_progress():
+            journal = Journal.load(self.project_dir, task.id)
+            if journal is not None and kill_sessions(journal.process_groups):
+                self.notices.append(f"stopped the processes a killed run of {task.id} left running")
+
     def _left_by_killed_run(self) -> set[str]:
-        """Paths changed by the unfinished subtasks of tasks left in progress (see recover)."""
-        try:
-            tasks = TaskBoard.for_project(self.project_dir).tasks()
-        except TaskFileError:
-            return set()  # reported by open() in its turn
+        """Paths the unfinished subtasks of tasks left in progress changed (see recover)."""
         head, paths = self.repo.head(), set()
-        for task in (t for t in tasks if t.status == "in_progress"):
-            plan = SubtaskPlan.load(SubtaskPlan.path_for(self.project_dir, task.id))
-            for subtask in plan.subtasks if plan else []:
-                if subtask.status == "in_progress" and subtask.base_commit == head:
-                    paths.update(self.repo.changed_files(head, set(subtask.dirty_before)))
+        for task in self._in_progress():
+            for subtask, journal in self._unfinished(task, self.repo):
+                commit = journal.commit if journal is not None else None
+                if commit is not None and commit["new"] == head:  # committed; only the index is stale
+                    paths |= set(commit["paths"])
+                elif subtask.base_commit == head:
+                    ours, _, _ = self._killed_attempt(self.repo, subtask, journal)
+                    paths |= ours
         return paths
+
+    def _unfinished(self, task: Task, repo: Repo) -> list[tuple[Subtask, Journal | None]]:
+        plan = SubtaskPlan.load(Layout(self.project_dir).plan(task.id))
+        journal = Journal.load(self.project_dir, task.id)
+        return [(s, journal if journal and journal.subtask_id == s.id else None)
+                for s in (plan.subtasks if plan else []) if s.status == "in_progress" and s.base_commit]
+
+    @staticmethod
+    def _killed_attempt(repo: Repo, subtask: Subtask, journal: Journal | None) -> tuple[set[str], set[str], list[str]]:
+        """(paths the killed run changed, paths changed since by the user, paths it cannot tell)."""
+        assert subtask.base_commit is not None
+        changed = repo.changed_files(subtask.base_commit, set(subtask.dirty_before))
+        if journal is None:  # a run from before the journal: everything it changed was its own
+            return set(changed), set(), []
+        verdicts = {rel: journal.written_by_run(repo.root, rel) for rel in changed}
+        ours = {rel for rel, v in verdicts.items() if v}
+        return ours, {rel for rel, v in verdicts.items() if v is False}, sorted(r for r, v in verdicts.items() if v is None)
 
     def models_in_use(self) -> list[str]:
         c = self.config
@@ -210,21 +246,80 @@ class ProjectSession:
             )
         return recovered
 
-    def restore_task(self, task: Task, repo: Repo | None = None) -> None:
-        """Undo the unfinished subtask of `task` (if any) and put the task back to open."""
+    def restore_task(
+        self, task: Task, repo: Repo | None = None, *, reason: str = "interrupted run",
+        stop_reason: StopReason | None = None,
+    ) -> None:
+        """Undo what the unfinished subtask of `task` did (only that) and put the task back to open.
+
+        `reason` and `stop_reason` say why, as the loop's own put-back says it (a budget stop).
+        """
         repo = repo or self.repo
-        path = SubtaskPlan.path_for(self.project_dir, task.id)
+        path = Layout(self.project_dir).plan(task.id)
         plan = SubtaskPlan.load(path)
+        journal = Journal.load(self.project_dir, task.id)
+        if journal is not None:
+            kill_sessions(journal.process_groups)
         for subtask in plan.subtasks if plan else []:
             if subtask.status != "in_progress" or subtask.base_commit is None:
                 continue
-            if repo.head() == subtask.base_commit:
-                restored = repo.restore(subtask.base_commit, set(subtask.dirty_before))
-                self.runlog.event("restored", taskId=task.id, subtaskId=subtask.id, paths=restored)
-            subtask.status = "pending"
+            mine = journal if journal is not None and journal.subtask_id == subtask.id else None
+            self._undo_killed_attempt(task, subtask, mine, repo)
+            if stop_reason is not None and subtask.status == "pending":
+                subtask.convergence = stop_reason
             plan.save(path)
+        if journal is not None:
+            journal.end()
         self.board.reopen(task.id)
-        self.runlog.event("task_reopened", taskId=task.id, reason="interrupted run")
+        why = {"convergence": stop_reason} if stop_reason is not None else {}
+        self.runlog.event("task_reopened", taskId=task.id, reason=reason, **why)
+
+    def _undo_killed_attempt(self, task: Task, subtask: Subtask, journal: Journal | None, repo: Repo) -> None:
+        assert self.runlog is not None and subtask.base_commit is not None
+        commit = journal.commit if journal is not None else None
+        if commit is not None and repo.head() == commit["new"]:  # killed right after its commit
+            repo.align_index(list(commit["paths"]))
+            subtask.status, subtask.commit = "done", str(commit["new"])
+            self.runlog.event("commit_recovered", taskId=task.id, subtaskId=subtask.id, sha=commit["new"])
+            return
+        subtask.status = "pending"
+        if repo.head() != subtask.base_commit and journal is not None:
+            self._fold_agent_commits(task, subtask, journal, repo)
+        if repo.head() != subtask.base_commit:
+            return  # the user committed since: their history is theirs
+        ours, theirs, unknown = self._killed_attempt(repo, subtask, journal)
+        if unknown:
+            raise UserError(
+                f"cannot tell whether the killed run of {task.id} or you removed {', '.join(unknown)}; "
+                "nothing was changed: restore or commit those paths yourself and run again", EXIT_REFUSED)
+        restored = repo.restore(subtask.base_commit, set(subtask.dirty_before) | theirs)
+        kept = self._put_back_user_files(repo, journal) if journal else []
+        self.runlog.event("restored", taskId=task.id, subtaskId=subtask.id, paths=restored,
+                          keptYours=sorted(theirs), userFilesPutBack=kept)
+
+    def _fold_agent_commits(self, task: Task, subtask: Subtask, journal: Journal, repo: Repo) -> None:
+        """Commits the killed attempt's agent made (all while the run lived) are the attempt's."""
+        assert self.runlog is not None and subtask.base_commit is not None
+        try:
+            times = repo.commit_times(subtask.base_commit)
+            if times and max(times) <= journal.alive + SLACK_S:
+                paths = repo.fold_commits_since(subtask.base_commit)
+                self.runlog.event("agent_commits_folded", taskId=task.id, subtaskId=subtask.id, paths=paths)
+        except RepoError:
+            return  # HEAD is elsewhere: leave history alone
+
+    @staticmethod
+    def _put_back_user_files(repo: Repo, journal: Journal) -> list[str]:
+        """The user's uncommitted files as they were, where the killed run overwrote them."""
+        put_back = []
+        for rel in journal.user_copies:
+            copy, target = journal.user_copy(rel), repo.root / rel
+            current = target.read_bytes() if target.is_file() else None
+            if copy is not None and current != copy and journal.written_by_run(repo.root, rel):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(copy)
+                put_back.append(rel)
+        return put_back
 
     # -- select and run -------------------------------------------------------------
 
@@ -251,13 +346,25 @@ class ProjectSession:
         self,
         task_meter: Meter,
         repo: Repo | None = None,
-        budget_check: Callable[[], str | None] | None = None,
+        limits: Sequence[SpendLimit] = (),
     ) -> GoldenLoop:
+        """The loop for one task. `limits` are the run's ledgers (shared with other
+        workers); the task's own (maxCostUsdPerTask, maxTokensPerTask) is added here. Each
+        model call reserves its worst case in all of them; each attempt asks them first."""
         c, runlog = self.config, self.runlog
         assert runlog is not None
+        if self.models_in_use():  # the import takes seconds: start it while the checks run
+            preload_litellm()
         meters = [task_meter, self.run_meter]
-        model = MeteredModel(self.base_model(c.default_model), meters, runlog, "execute")
-        planner = MeteredModel(self.base_model(c.default_model), meters, runlog, "decompose")
+        task_limit = self._task_limit(task_meter)
+        ledgers = [limit for limit in (task_limit, *limits) if limit is not None]
+
+        def metered(name: str, purpose: str) -> MeteredModel:
+            return MeteredModel(self.base_model(name), meters, runlog, purpose, limits=ledgers,
+                                max_output=c.max_output_tokens)
+
+        model = metered(c.default_model, "execute")
+        planner = metered(c.default_model, "decompose")
         executor: Executor
         if c.executor.kind == "command":
             executor = CommandExecutor(c.executor.command or "", timeout_s=c.executor.timeout_seconds)
@@ -270,7 +377,7 @@ class ProjectSession:
             )
         service = None
         if c.reflexion.enabled:
-            reflector = MeteredModel(self.base_model(c.reflection_model), meters, runlog, "reflect")
+            reflector = metered(c.reflection_model, "reflect")
             service = ReflectionService(
                 JsonlReflectionStore(Layout(self.project_dir).reflections),
                 reflector,
@@ -289,7 +396,7 @@ class ProjectSession:
             reflections=service,
             session_id=runlog.run_id,
             meter=task_meter,
-            budget_check=combine(self._task_limit(task_meter), budget_check),
+            budget_check=combine(*(limit.before_attempt for limit in ledgers)),
         )
         return GoldenLoop(parts)
 
@@ -298,8 +405,8 @@ class ProjectSession:
         setting = format_for_model(e.edit_format, e.edit_format_by_model, model)
         return FormatChooser(setting, model, FormatHistory.for_project(self.project_dir))
 
-    def _task_limit(self, task_meter: Meter) -> Callable[[], str | None] | None:
-        """maxCostUsdPerTask / maxTokensPerTask, checked before each attempt."""
+    def _task_limit(self, task_meter: Meter) -> SpendLimit | None:
+        """maxCostUsdPerTask / maxTokensPerTask: the task's ledger."""
         c = self.config
         if c.max_cost_usd_per_task is None and c.max_tokens_per_task is None:
             return None
@@ -312,30 +419,45 @@ class ProjectSession:
             scope="task",
             price_known=self._prices_known is not False,
         )
-        return limit.before_attempt
+        return limit
 
     async def run_task(
         self,
         task: Task,
         *,
         repo: Repo | None = None,
-        budget_check: Callable[[], str | None] | None = None,
+        limits: Sequence[SpendLimit] = (),
         bookkeeping: bool = True,
     ) -> TaskOutcome:
         """Run one task; on interruption put the tree and the task back, then re-raise.
 
         `repo` is a worktree for parallel runs (then the caller merges and commits the
-        bookkeeping once the task's commits are on the base branch).
+        bookkeeping once the task's commits are on the base branch). `limits`: the run's
+        spending ledgers (see `build_loop`).
         """
-        loop = self.build_loop(Meter(), repo, budget_check)
+        meter, started = Meter(), time.monotonic()
+        loop = self.build_loop(meter, repo, limits)
         try:
             outcome = await loop.run_task(task)
-        except BaseException:
-            self.restore_task(self.board.get(task.id), repo)
-            raise
+        except BaseException as exc:
+            refused = budget_refusal(exc)
+            if refused is None:
+                self.restore_task(self.board.get(task.id), repo)
+                raise
+            # A model call the budget could not cover was refused, and never made.
+            outcome = self._put_back_for_budget(task, repo, str(refused), meter, started)
         if bookkeeping:
             self.commit_bookkeeping(task.id)
         return outcome
+
+    def _put_back_for_budget(
+        self, task: Task, repo: Repo | None, reason: str, meter: Meter, started: float
+    ) -> TaskOutcome:
+        """The task stops as a budget stop before an attempt stops it: its subtask's tree
+        restored and put back to pending (stop reason `budget`), the task back to open."""
+        self.restore_task(self.board.get(task.id), repo, reason=reason, stop_reason=StopReason.BUDGET)
+        return TaskOutcome(task.id, "budget", reason, meter=meter, duration_s=time.monotonic() - started,
+                           stop_reason=StopReason.BUDGET)
 
     def commit_bookkeeping(self, task_id: str) -> str | None:
         """Commit `.openagents/` state in a commit of its own, never with code."""
@@ -355,6 +477,21 @@ class ProjectSession:
             return None
         self.runlog.event("bookkeeping_committed", taskId=task_id, sha=sha, files=len(paths))
         return sha
+
+
+def budget_refusal(exc: BaseException) -> BudgetExceeded | None:
+    """The budget refusal `exc` is, or is all that it holds (task groups wrap what they
+    raise); None for anything else."""
+    if isinstance(exc, BudgetExceeded):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        refused, rest = exc.split(BudgetExceeded)
+        while refused is not None and rest is None:
+            first = refused.exceptions[0]
+            if isinstance(first, BudgetExceeded):
+                return first
+            refused = first if isinstance(first, BaseExceptionGroup) else None
+    return None
 
 
 RUNTIME_IGNORE = """# Written by goldenloop: runtime files that are not project state.

@@ -54,6 +54,9 @@ class Dep(CamelModel, extra="allow"):
         return {"id": value} if isinstance(value, str) else value
 
 
+VERIFICATION_ONLY = "verification-only"  # the label of a task that needs no change
+
+
 class Task(CamelModel, extra="allow"):
     """One line of tasks.jsonl; keys this version does not know are kept as extras."""
 
@@ -71,6 +74,11 @@ class Task(CamelModel, extra="allow"):
     close_reason: str | None = None
     commits: list[str] = Field(default_factory=list)
     acceptance_criteria: str | list[str] | None = None
+
+    @property
+    def verification_only(self) -> bool:
+        """A task that only checks the repository: an attempt that changes nothing may close it."""
+        return VERIFICATION_ONLY in self.labels
 
     @field_serializer("created_at", "updated_at", "closed_at")
     def _iso_utc(self, value: datetime | None) -> str | None:

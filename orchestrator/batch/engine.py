@@ -3,14 +3,18 @@
 Each repository is opened like `do-one-task` opens it (its own project.json, lock,
 recovery) and its ready tasks are run one after another, or K at a time in worktrees.
 Before each task the run checks its budgets (task count, time, cost) and three
-consecutive infrastructure failures; during a task the time budget is enforced by
-cancellation and the cost budget before every attempt. A stopped or interrupted task
-is put back to open with its tree restored, so the run can be killed at any moment.
+consecutive infrastructure failures; a task counts against the task count when a worker
+claims it, so no more tasks start than the count allows. During a task the time budget
+is enforced by cancellation, and the cost budget is one ledger shared by the workers:
+every model call reserves its worst case before it is made (`orchestrator.budget`). A
+stopped or interrupted task is put back to open with its tree restored, so the run can
+be killed at any moment.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +45,6 @@ from reflection.meter import Meter
 
 T = TypeVar("T")
 INFRA_FAILURES_TO_STOP = 3
-FINISHED = ("closed", "blocked")  # outcomes that count as a task done by the run
 
 
 @dataclass
@@ -52,7 +55,7 @@ class Budget:
     max_seconds: float | None = None
     max_cost: float | None = None
     started: float = field(default_factory=time.monotonic)
-    finished_tasks: int = 0
+    started_tasks: int = 0  # claimed by a worker, whatever their end: --max-tasks counts these
     meter: Meter = field(default_factory=Meter)
 
     def seconds_left(self, own_limit: float | None = None) -> float | None:
@@ -102,12 +105,14 @@ class RepoRun:
         self.own_max_tasks = c.max_tasks_per_run
         self.own_seconds = c.max_runtime_minutes * 60 if c.max_runtime_minutes else None
         self.own_cost = c.max_cost_usd
-        # The run's money, checked before each task and each attempt (its own, task-wide
-        # limits are the session's).
+        # The run's money: one ledger for every worker, checked before each task and each
+        # attempt, and reserved from before each model call (its own, task-wide limits are
+        # the session's).
         self.spend = SpendLimit(budget.meter, max_cost=self.max_cost(), scope="run")
         self.report = RepoReport(session.project_dir, session.runlog.run_id)  # type: ignore[union-attr]
         self.running: set[str] = set()
-        self.finished = 0
+        self.started = 0  # tasks claimed in this repository (maxTasksPerRun)
+        self.claims = threading.Lock()  # checking the task count and claiming are one step
         self.infra_failures = 0
         self.worktrees = Worktrees(session.project_dir) if parallel > 1 else None
         self.main_lock = anyio.Lock()
@@ -118,13 +123,20 @@ class RepoRun:
         limits = [x for x in (self.budget.max_cost, self.own_cost) if x is not None]
         return min(limits) if limits else None
 
+    def task_count_reason(self) -> str | None:
+        b = self.budget
+        if b.max_tasks is not None and b.started_tasks >= b.max_tasks:
+            return f"task count reached ({b.max_tasks})"
+        if self.own_max_tasks is not None and self.started >= self.own_max_tasks:
+            return f"task count reached (maxTasksPerRun {self.own_max_tasks})"
+        return None
+
     def stop_reason(self) -> str | None:
         """Checked before each task."""
         b = self.budget
-        if b.max_tasks is not None and b.finished_tasks >= b.max_tasks:
-            return f"task count reached ({b.max_tasks})"
-        if self.own_max_tasks is not None and self.finished >= self.own_max_tasks:
-            return f"task count reached (maxTasksPerRun {self.own_max_tasks})"
+        reason = self.task_count_reason()
+        if reason:
+            return reason
         left = b.seconds_left(self.own_seconds)
         if left is not None and left <= 0:
             return "time budget used up"
@@ -156,14 +168,16 @@ class RepoRun:
             if reason:
                 self.report.stop_reason = self.report.stop_reason or reason
                 return
-            task = self.next_task()
+            task = self.claim_next()
+            if isinstance(task, str):  # the task count was reached by another worker's claim
+                self.report.stop_reason = self.report.stop_reason or task
+                return
             if task is None:
                 if self.running:  # another worker may close a dependency
                     await anyio.sleep(0.05)
                     continue
                 self.report.stop_reason = self.report.stop_reason or "backlog empty"
                 return
-            self.running.add(task.id)
             try:
                 outcome = await self.run_with_deadline(task)
             finally:
@@ -172,6 +186,20 @@ class RepoRun:
 
     def next_task(self) -> Task | None:
         return next((t for t in self.session.board.ready() if t.id not in self.running), None)
+
+    def claim_next(self) -> Task | str | None:
+        """The next ready task, claimed and counted against the task count; the reason
+        when the count is reached; None when no task is ready now."""
+        with self.claims:
+            reason = self.task_count_reason()
+            if reason:
+                return reason
+            task = self.next_task()
+            if task is not None:
+                self.running.add(task.id)
+                self.started += 1
+                self.budget.started_tasks += 1
+            return task
 
     async def run_with_deadline(self, task: Task) -> TaskOutcome:
         left = self.budget.seconds_left(self.own_seconds)
@@ -188,12 +216,12 @@ class RepoRun:
 
     async def run_task(self, task: Task) -> TaskOutcome:
         if self.worktrees is None:
-            return await self.session.run_task(task, budget_check=self.spend.before_attempt)
+            return await self.session.run_task(task, limits=[self.spend])
         tree = await self.on_main(self.worktrees.add, task.id)
         repo, keep_branch = await anyio.to_thread.run_sync(Repo, tree.path), False
         try:
             outcome = await self.session.run_task(
-                task, repo=repo, budget_check=self.spend.before_attempt, bookkeeping=False
+                task, repo=repo, limits=[self.spend], bookkeeping=False
             )
             if outcome.status == "closed" and outcome.commits:
                 keep_branch = not await self.on_main(self.integrate, task, tree, outcome)
@@ -227,9 +255,6 @@ class RepoRun:
 
     def record(self, outcome: TaskOutcome) -> None:
         self.report.outcomes.append(outcome)
-        if outcome.status in FINISHED:
-            self.finished += 1
-            self.budget.finished_tasks += 1
         self.infra_failures = self.infra_failures + 1 if outcome.status == "model_unavailable" else 0
         if outcome.status == "budget":
             self.report.stop_reason = self.report.stop_reason or outcome.reason
@@ -260,7 +285,7 @@ async def run_overnight_async(options: OvernightOptions) -> list[RepoReport]:
     run_id = new_run_id()
     for directory in options.dirs:
         await _run_repository(directory.resolve(), run_id, options)
-        if options.budget.max_tasks is not None and options.budget.finished_tasks >= options.budget.max_tasks:
+        if options.budget.max_tasks is not None and options.budget.started_tasks >= options.budget.max_tasks:
             break
     return options.reports
 

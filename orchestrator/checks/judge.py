@@ -5,10 +5,15 @@ did not fix anything; a failure that was already there before the task, or that 
 not come back on a rerun, is not the attempt's; a missing tool cannot be fixed by any
 edit; a timeout needs the time limit named, not a reflection. Every such decision is
 switched by `retry` in project.json and explained in one line for the run log.
+
+A failure is aimed at what the attempt broke: with a baseline, the failing tests the
+attempt caused lead the summary, the retry's text and what a reflection is told, and the
+tests that were failing the same way before the task are marked as pre-existing.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,13 +21,17 @@ from typing import Literal
 from orchestrator.checks.envcheck import environment_error
 from orchestrator.checks.flaky import is_flaky, rerun_failing
 from orchestrator.checks.integrity import DEFAULT_TEST_GLOBS, check_integrity, has_marker, is_test_path
-from orchestrator.checks.preflight import Baseline, relevant_failures
+from orchestrator.checks.preflight import Baseline, FailureSplit, relevant_failures, split_failures
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import Verdict, verify
 from orchestrator.config import RetryConfig
+from reflection.digest import error_of_test
 from reflection.schema import FailureType
+from reflection.text import clip_middle, english_list
 
-JudgedOutcome = Literal["passed", "flaky", "preexisting", "failed", "integrity", "environment", "timeout"]
+JudgedOutcome = Literal[
+    "passed", "flaky", "preexisting", "failed", "integrity", "environment", "timeout", "no_change"
+]
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,10 @@ class Judgement:
     failure: str = ""  # what the retry prompt says went wrong
     reflect: bool = False  # worth a reflection (a model call)
     escalate: bool = False  # no retry can help
+    # What a reflection is told about a failed attempt, aimed at what it broke:
+    failing_tests: tuple[str, ...] = ()  # the failures the attempt caused first, pre-existing last
+    first_error: str | None = None  # "path:line: Kind: message" of the first failure it caused
+    preexisting: tuple[str, ...] = ()  # failing the same way before the task, not the task's
 
     @property
     def passed(self) -> bool:
@@ -74,7 +87,57 @@ class Judge:
         failure = verdict.digest.text if verdict.digest else verdict.summary()
         if verdict.failure_type == FailureType.TIMEOUT and self.retry.route_by_failure:
             return Judgement("timeout", verdict.summary(), failure=self._timeout_text(verdict, failure))
-        return Judgement("failed", verdict.summary(), failure=failure, reflect=True)
+        aim = self.aim(verdict)
+        return Judgement(
+            "failed",
+            aim.summary,
+            failure=aim.lead + failure,
+            reflect=True,
+            failing_tests=aim.failing_tests,
+            first_error=aim.first_error,
+            preexisting=aim.preexisting,
+        )
+
+    def headline(self, verdict: Verdict) -> str:
+        """The verdict's one line, naming the first failure the attempt caused rather than the
+        first failing test (which may have been failing before the task)."""
+        return verdict.summary() if verdict.passed else self.aim(verdict).headline
+
+    def aim(self, verdict: Verdict) -> Aim:
+        """A failed verdict told from the attempt's side: its own failures first."""
+        digest = verdict.digest
+        tests = tuple(digest.failing_tests) if digest else ()
+        first_error = digest.first_error if digest else None
+        if verdict.failure_type == FailureType.TIMEOUT:  # the hang, not an earlier error, is the news
+            return Aim(verdict.summary(), verdict.summary(), "", tests, first_error, ())
+        split = self._split(verdict)
+        if split is None:
+            headline = verdict.summary()
+            return Aim(headline, _with_error(headline, tests, first_error), "", tests, first_error, ())
+        ordered = tuple(split.ordered)
+        if digest is not None and ordered[0] != tests[0]:  # the digest's first error is another test's
+            step = verdict.steps[-1]
+            own = split.caused or split.the_task
+            first_error = error_of_test(step.output, own[0], command=step.command) if own else first_error
+            digest = digest.model_copy(update={"failing_tests": list(ordered)})
+            verdict = verdict.model_copy(update={"digest": digest})  # its summary names ordered[0]
+        aimed = verdict.summary()
+        note = f"; {_preexisting_phrase(split.preexisting)}" if split.preexisting else ""
+        return Aim(
+            headline=aimed + note,
+            summary=_with_error(aimed, ordered, first_error) + note,
+            lead=_lead(split, first_error),
+            failing_tests=ordered,
+            first_error=first_error,
+            preexisting=tuple(split.preexisting),
+        )
+
+    def _split(self, verdict: Verdict) -> FailureSplit | None:
+        """The attempt's failing tests by cause; None when there is nothing to tell apart."""
+        if self.baseline is None or verdict.passed or verdict.digest is None:
+            return None
+        split = split_failures(verdict, self.baseline, self.task_text)
+        return split if split.the_task or split.preexisting else None
 
     def touches_tests(self, changed: list[str]) -> bool:
         """Whether the integrity check will want the attempt's diff: a test file changed, or
@@ -130,6 +193,58 @@ class Judge:
             f"endless loop, a blocking call, a much slower algorithm); find and remove that.\n"
             f"{digest}"
         )
+
+
+@dataclass(frozen=True)
+class Aim:
+    """A failed verdict told from the attempt's side (see `Judge.aim`)."""
+
+    headline: str  # the verdict's line, naming the attempt's first failure
+    summary: str  # the headline with that failure's error: the attempt's record
+    lead: str  # the lines put before the digest in the retry's text; "" when nothing to mark
+    failing_tests: tuple[str, ...]
+    first_error: str | None
+    preexisting: tuple[str, ...]
+
+
+LISTED = 10  # test ids named in one line of the retry's text
+ERROR_CHARS = 200  # of the error added to a summary
+
+
+def _ids(tests: list[str]) -> str:
+    more = f" and {len(tests) - LISTED} more" if len(tests) > LISTED else ""
+    return ", ".join(tests[:LISTED]) + more
+
+
+def _preexisting_phrase(tests: list[str]) -> str:
+    shown = english_list(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+    return f"{len(tests)} pre-existing (failing before the task too): {shown}"
+
+
+def _with_error(line: str, tests: tuple[str, ...], first_error: str | None) -> str:
+    """`… — test_id (Kind: message)`: the summary says how the named test failed."""
+    if not tests or not first_error:
+        return line
+    error = re.sub(r"^[^\s:]+\.\w+(?::\d+)?: ", "", first_error)  # its place is in the digest
+    return f"{line} ({clip_middle(error, ERROR_CHARS)})"
+
+
+def _lead(split: FailureSplit, first_error: str | None) -> str:
+    """What the retry is told before the digest: which failures are the attempt's."""
+    lines = []
+    if split.caused:
+        lines.append(f"New failures, caused by this attempt (fix these first): {_ids(split.caused)}")
+        if first_error:
+            lines.append(f"  {first_error}")
+    if split.the_task:
+        lines.append(f"Failing before the task too, and the task is about them: {_ids(split.the_task)}")
+    if split.preexisting:
+        lines.append(
+            "Pre-existing failures (failing the same way before the task; not caused by this attempt "
+            f"and not this task's, so leave them alone): {_ids(split.preexisting)}"
+        )
+    lines.append("The digest below lists every failure in the order the tests ran.")
+    return "\n".join(lines) + "\n\n"
 
 
 MARKER_SCAN_BYTES = 2_000_000  # a larger changed file is not read: its diff is made instead

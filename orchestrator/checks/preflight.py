@@ -4,7 +4,9 @@ The baseline answers two questions the golden loop cannot answer afterwards:
 
 - Can the checks run at all? A missing program, third-party module or a rejected
   command line is an `environment_error`: no edit will fix it, so the task should stop
-  before a model is paid to try.
+  before a model is paid to try. So is a command that runs past the time limit on the
+  untouched tree: every attempt would be killed by the same limit and blamed for a hang
+  it did not cause.
 - Which tests already fail? A test that fails on the untouched tree and that the task
   is not about is not the attempt's fault. `relevant_failures` separates what an
   attempt broke (or was asked to fix) from what was broken before it started.
@@ -33,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.checks.envcheck import environment_error, mentions
 from orchestrator.checks.settings import CheckSettings
-from orchestrator.checks.verify import Verdict, verify
+from orchestrator.checks.verify import CommandResult, Verdict, verify
 from reflection.digest import normalise
 from reflection.schema import FailureType
 
@@ -87,7 +89,7 @@ async def preflight(
     """
     started = time.monotonic()
     verdicts = [await verify(cwd, checks.only(kind, command)) for kind, command in checks.steps]
-    baseline = _baseline(verdicts, cwd, task_text, time.monotonic() - started)
+    baseline = _baseline(verdicts, cwd, task_text, time.monotonic() - started, checks.timeout_s)
     log.info(
         "baseline of %s: %s; %d failing test(s)%s%s",
         cwd,
@@ -99,7 +101,9 @@ async def preflight(
     return baseline
 
 
-def _baseline(verdicts: list[Verdict], cwd: Path, task_text: str, duration_s: float) -> Baseline:
+def _baseline(
+    verdicts: list[Verdict], cwd: Path, task_text: str, duration_s: float, timeout_s: float
+) -> Baseline:
     failing_tests: set[str] = set()
     messages: dict[str, str] = {}
     signatures: dict[str, str] = {}
@@ -109,7 +113,11 @@ def _baseline(verdicts: list[Verdict], cwd: Path, task_text: str, duration_s: fl
         if single.passed:
             continue
         step = single.steps[-1]
-        environment = environment or environment_error(step, root=cwd, task_text=task_text)
+        environment = (
+            environment
+            or environment_error(step, root=cwd, task_text=task_text)
+            or baseline_timeout(step, timeout_s)
+        )
         if step.kind == "test":
             tests, listed_all = known_failures(single)
             failing_tests |= tests
@@ -126,6 +134,21 @@ def _baseline(verdicts: list[Verdict], cwd: Path, task_text: str, duration_s: fl
         duration_s=duration_s,
         messages=messages,
         signatures=signatures,
+    )
+
+
+def baseline_timeout(step: CommandResult, timeout_s: float) -> str | None:
+    """One sentence when a check ran past its time limit on the untouched tree.
+
+    No edit caused that hang, so no attempt should be blamed for it (or retried against
+    it): the suite hangs or is too slow for `timeouts.verifySeconds` as it is.
+    """
+    if not step.timed_out:
+        return None
+    return (
+        f"The {step.kind} command `{step.command}` timed out after {timeout_s:g} s "
+        f"(timeouts.verifySeconds) on the untouched tree, before any change: it hangs or "
+        f"runs longer than the limit; fix the hang or raise timeouts.verifySeconds."
     )
 
 
@@ -234,6 +257,38 @@ def relevant_failures(verdict: Verdict, baseline: Baseline, task_text: str) -> R
         ignored=ignored,
         decisive=decisive,
         reason=_reason(counted, ignored, covered),
+    )
+
+
+class FailureSplit(BaseModel):
+    """An attempt's failing tests by who caused them, each group in the runner's order."""
+
+    caused: list[str]  # not failing at baseline, or failing another way now: the attempt's
+    the_task: list[str]  # failing the same way at baseline, and the task is about them
+    preexisting: list[str]  # failing the same way at baseline, and not the task's business
+
+    @property
+    def ordered(self) -> list[str]:
+        """What the attempt broke first, the task's own next, the pre-existing ones last."""
+        return [*self.caused, *self.the_task, *self.preexisting]
+
+
+def split_failures(verdict: Verdict, baseline: Baseline, task_text: str) -> FailureSplit:
+    """Which of an attempt's failing tests it caused, and which were failing before it.
+
+    Unlike `relevant_failures` this needs no complete list of failures: it decides what a
+    retry and a reflection are pointed at first, never whether an attempt passes.
+    """
+    digest = verdict.digest
+    tests = list(digest.failing_tests) if digest and not verdict.passed else []
+    messages = failure_messages(verdict.steps[-1].output) if verdict.steps else {}
+    before = {
+        t for t in tests if t in baseline.failing_tests and fails_as_before(t, verdict, messages, baseline)
+    }
+    return FailureSplit(
+        caused=[t for t in tests if t not in before],
+        the_task=[t for t in tests if t in before and about_task(t, task_text)],
+        preexisting=[t for t in tests if t in before and not about_task(t, task_text)],
     )
 
 

@@ -27,6 +27,7 @@ from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel
 
 from orchestrator.checks.settings import DEFAULT_OUTPUT_CAP, CheckSettings, Kind
+from orchestrator.processes import announce, kill_escaped, kill_sessions, live_sessions
 from reflection.digest import Digest, estimate_tokens, make_digest
 from reflection.schema import FailureType
 
@@ -296,6 +297,8 @@ async def run_command(
             duration_s=time.monotonic() - started_at,
             started=False,
         )
+    announce(process.pid)  # the shell leads its own session: its pid is the session id
+    live_sessions.add(process.pid)
     sink = _CappedOutput(output_cap_bytes)
     exit_code: int | None = None
     try:
@@ -304,6 +307,9 @@ async def run_command(
         # Shielded: also runs when the caller is cancelled, then the cancel re-raises.
         with anyio.CancelScope(shield=True):
             await _kill_group(process)
+            kill_sessions([process.pid])  # children that left the group, not the session
+            live_sessions.discard(process.pid)
+            kill_escaped()  # children that left the session too (setsid)
             await _drain(process, sink)
     timed_out = exit_code is None
     if timed_out:

@@ -43,12 +43,14 @@ class ExecutionResult(BaseModel):
     format_asked: str | None = None  # the edit format the model was asked for
     format_received: str | None = None  # the shape its reply had (see edits.reply.shape_of)
     # What failed when ok is False: a model's reply that could not be applied as an edit
-    # (a lesson about the reply format), or an external agent's run.
-    failure_kind: Literal["edit", "agent"] = "agent"
+    # (a lesson about the reply format), an external agent's run, or an agent that cannot
+    # run here at all (not installed: no retry can help).
+    failure_kind: Literal["edit", "agent", "environment"] = "agent"
 
     def failure_summary(self) -> str:
         """One line for the attempt record and the run log."""
-        what = "the reply could not be applied" if self.failure_kind == "edit" else "the agent run failed"
+        what = {"edit": "the reply could not be applied", "agent": "the agent run failed",
+                "environment": "the agent cannot run here"}[self.failure_kind]
         return f"{what}: {self.error}"
 
 

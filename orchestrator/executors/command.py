@@ -22,6 +22,7 @@ from reflection.redact import redact
 log = logging.getLogger("goldenloop.executors.command")
 
 _TAIL_LINES = 40
+COMMAND_NOT_FOUND = 127  # the shell's exit code when the program does not exist
 _TAIL_CHARS = 4000
 
 
@@ -70,17 +71,19 @@ def _write_prompt(prompt: str) -> Path:
 def _result(done: CommandResult, timeout_s: float) -> ExecutionResult:
     if done.ok:
         return ExecutionResult(ok=True, reply=done.output)
+    missing = not done.started or done.exit_code == COMMAND_NOT_FOUND
     if done.timed_out:
         reason = f"agent command timed out after {timeout_s:g}s"
-    elif not done.started:
-        reason = "agent command could not be started"
+    elif missing:
+        reason = "the agent program could not be started (is it installed and on PATH?)"
     else:
         reason = f"agent command exited with code {done.exit_code}"
     tail = _tail(done.output)
     error = f"{reason}: {done.command}"
     if tail:
         error += f"\n--- last output ---\n{tail}"
-    return ExecutionResult(ok=False, error=error, reply=done.output)
+    kind = "environment" if missing and not done.timed_out else "agent"
+    return ExecutionResult(ok=False, error=error, reply=done.output, failure_kind=kind)
 
 
 def _tail(output: str) -> str:

@@ -1,7 +1,8 @@
 """The escalation packet: what a human needs when the loop gives up on a subtask.
 
 `.openagents/escalations/<taskId>.md` says what was tried, what the reflections
-concluded, the last failure, and what it cost; `<taskId>.patch` holds the best attempt's
+concluded, the last failure (its line, and the error text the retry was given), and what
+it cost; `<taskId>.patch` holds the best attempt's
 diff, ready for `git apply`.
 """
 
@@ -18,6 +19,9 @@ from orchestrator.tasks import Task
 from reflection.meter import Meter
 from reflection.redact import redact
 from reflection.schema import Reflection
+from reflection.text import cut_block
+
+FAILURE_CHARS = 6_000  # of the last failure's text shown in the packet
 
 STOP_WORDS = {
     "max_retries": "every retry was used",
@@ -34,6 +38,7 @@ class AttemptSnapshot:
     summary: str
     diff: str
     score: float  # share of tests passing; the best attempt has the highest
+    failure: str = ""  # what went wrong in full: the digest (assertion, traceback) the retry was told
 
 
 def best_attempt(snapshots: Sequence[AttemptSnapshot]) -> AttemptSnapshot | None:
@@ -90,8 +95,7 @@ def _markdown(
     for r in reflections:
         lines.append(f"- Attempt {r.attempt_number} [{r.category.value}]: {r.analysis}")
         lines.append(f"  Suggested: {r.suggestion}")
-    last = snapshots[-1].summary if snapshots else "unknown"
-    lines += ["", "## Last failure", "", last, "", "## Best attempt"]
+    lines += ["", "## Last failure", "", *_last_failure(snapshots), "", "## Best attempt"]
     if best is None:
         lines.append("No attempt changed any file.")
     else:
@@ -112,3 +116,14 @@ def _markdown(
         "",
     ]
     return "\n".join(lines)
+
+
+def _last_failure(snapshots: Sequence[AttemptSnapshot]) -> list[str]:
+    """The last attempt's one line, then the error itself: what a human reads first."""
+    if not snapshots:
+        return ["unknown"]
+    last = snapshots[-1]
+    if not last.failure.strip() or last.failure.strip() == last.summary.strip():
+        return [last.summary]
+    fence = "````" if "```" in last.failure else "```"
+    return [last.summary, "", fence, cut_block(last.failure.strip("\n"), FAILURE_CHARS), fence]

@@ -92,7 +92,7 @@ class GoldenLoop:
         p = self.p
         path = p.layout.plan(task.id)
         plan = SubtaskPlan.load(path)
-        if plan is not None and plan.next_subtask() is not None:
+        if plan is not None:  # resumed, even when every subtask is done (a commit recovered after a kill)
             for subtask in plan.subtasks:
                 if subtask.status == "failed":  # a fresh start on a rerun
                     subtask.status = "pending"

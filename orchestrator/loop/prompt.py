@@ -25,6 +25,7 @@ class LastAttempt:
     diff: str
     failure: str  # the failure digest, or the reason the reply could not be applied
     applied: bool = True  # False: the reply could not be applied, so nothing ran
+    agent_failed: bool = False  # an external agent's run failed (rather than a reply unapplied)
     repeat_of: int | None = None  # the earlier attempt whose code this one gave back
 
 
@@ -74,6 +75,12 @@ def start_over(number: int, failure: str, *, by: int | None = None) -> str:
 
 
 def _last_attempt_block(last: LastAttempt) -> str:
+    if not last.applied and last.agent_failed:
+        return (
+            f"## Attempt {last.number} failed to run\n"
+            f"The agent's run for attempt {last.number} failed, so nothing was tested. Why:\n"
+            f"```\n{last.failure}\n```"
+        )
     if not last.applied:
         return (
             f"## Attempt {last.number} could not be applied\n"

@@ -21,17 +21,22 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 
+from orchestrator.budget import BudgetExceeded
 from orchestrator.checks.convergence import AttemptScore, Decision, ProgressTracker, StopReason
 from orchestrator.checks.judge import Judge, Judgement
 from orchestrator.checks.preflight import Baseline
 from orchestrator.checks.verify import Verdict, verify
 from orchestrator.executors import ExecutionRequest, ExecutionResult
+from orchestrator.fileio import atomic_write
+from orchestrator.journal import HEARTBEAT_S, Journal
+from orchestrator.layout import Layout
 from orchestrator.loop.escalation import AttemptSnapshot, write_packet
 from orchestrator.loop.outcome import SubtaskResult
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import AttemptOutcome, AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.loop.prompt import LastAttempt, attempt_prompt, start_over
 from orchestrator.loop.user_files import UserFiles
+from orchestrator.processes import escaped, session_started
 from orchestrator.tasks import Task
 from reflection.llm import ModelError
 from reflection.redact import redact
@@ -45,6 +50,8 @@ REASK_TEMPERATURE = 0.7
 REPLY_LOGGED = 4_000  # characters of an unapplied reply kept in the run log, to see why
 # A prompt too long for the model is this task's problem: block it, do not stop the run.
 TASK_MODEL_ERRORS = frozenset({"context_window"})
+NO_CHANGE = ("the attempt changed no file, so it cannot have done the task (a task that only checks "
+             "the repository is marked verification-only); make the change the task asks for")
 T = TypeVar("T")
 
 
@@ -63,6 +70,8 @@ class SubtaskRun:
         self.reflections = 0  # reflections written
         self.base = ""  # the commit the subtask started from
         self.user_files = UserFiles(parts.repo.root, set())
+        self.journal: Journal  # written by `begin`, before the first attempt
+        self.config_bytes: bytes | None = None  # .openagents/project.json as the run read it
         self.last: LastAttempt | None = None  # what the next prompt says about the last attempt
         self.changed: list[str] = []  # the tree's changes against the base; the next attempt's hints
         self.start: int | None = None  # the attempt whose tree the next attempt starts from; None: base
@@ -77,6 +86,18 @@ class SubtaskRun:
 
     async def run(self) -> SubtaskResult:
         await self.begin()
+        recording = session_started.set(self.journal.add_process_group)
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self.heartbeat)
+                result = await self.attempts()
+                group.cancel_scope.cancel()
+        finally:
+            session_started.reset(recording)
+        self.journal.end()
+        return result
+
+    async def attempts(self) -> SubtaskResult:
         while self.attempt < self.max_attempts:
             result = await self.next_attempt()
             if result is not None:
@@ -87,14 +108,29 @@ class SubtaskRun:
         return await self.escalate(why)
 
     async def begin(self) -> None:
-        self.base = await self.git(self.p.repo.head)
+        p = self.p
+        self.base = await self.git(p.repo.head)
         # The user's own dirty paths (untracked, or modified with --allow-dirty) are
         # never counted, committed or restored.
-        dirty = set(await self.git(self.p.repo.dirty_paths))
-        self.user_files = UserFiles(self.p.repo.root, dirty)
+        dirty = set(await self.git(p.repo.dirty_paths))
+        self.user_files = UserFiles(p.repo.root, dirty)
+        # On disk before anything changes: what recovery needs if this process is killed.
+        self.journal = Journal.start(p.project_dir, self.task.id, self.subtask.id, self.base, p.repo.root,
+                                     self.user_files.content, dirty)
+        config = Layout(p.repo.root).config
+        self.config_bytes = config.read_bytes() if config.is_file() else None
         self.subtask.status, self.subtask.base_commit = "in_progress", self.base
         self.subtask.dirty_before = sorted(dirty)
         self.save()
+
+    async def heartbeat(self) -> None:
+        """Keep the journal's time of life fresh: later writes are not this run's."""
+        while True:
+            await anyio.sleep(HEARTBEAT_S)
+            self.journal.touch()
+            for _, sid in escaped():  # a setsid child: recorded while it is still attributable
+                if sid not in self.journal.process_groups:
+                    self.journal.add_process_group(sid)
 
     # -- one attempt ------------------------------------------------------------------
 
@@ -105,17 +141,23 @@ class SubtaskRun:
         if stop:
             return await self.put_back("budget", stop)
         self.attempt += 1
+        self.journal.remember_tree(p.repo.root, self.changed)  # the tree this attempt starts from
         prompt = self.prompt(self.last)
         self.event("attempt_started", attempt=self.attempt, of=self.max_attempts, promptChars=len(prompt))
         started = time.monotonic()
         request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=self.attempt, hint_paths=self.changed)
         try:
             executed, same_as = await self.execute(request)
+        except BudgetExceeded as exc:  # a model call the budget could not cover: refused, never made
+            return await self.put_back("budget", str(exc))
         except ModelError as exc:
             if exc.kind in TASK_MODEL_ERRORS:  # this task's prompt is the problem: retries cannot help
                 self.record("model_refused", f"the model refused this task's prompt: {exc}", started)
                 return await self.escalate(StopReason.ENVIRONMENT)
             return await self.put_back("model_unavailable", f"the model failed: {exc}")
+        folded = await self.git(self.p.repo.fold_commits_since, self.base)
+        if folded:  # the agent committed its own work: still an attempt, judged like any other
+            self.event("agent_commits_folded", attempt=self.attempt, paths=folded)
         self.changed = await self.changed_files()
         # The diff costs several git calls: made when a retry, a reflection or the test
         # integrity check (an attempt that touched test files) needs it.
@@ -123,6 +165,14 @@ class SubtaskRun:
         touched = self.user_files.keep()
         if touched:  # their edits cannot be told from the user's: never ours to keep
             return await self.touched_user_files(touched, started)
+        tampered = self.put_back_config()
+        if tampered:  # the checks must stay the ones the run read, whatever the agent wrote
+            self.event("config_tampered", attempt=self.attempt)
+            judged = Judgement("integrity", tampered, failure=tampered)
+            return await self.failed(Verdict(passed=False, steps=[]), judged, executed, started, diff)
+        if not executed.ok and executed.failure_kind == "environment":  # no retry can install it
+            self.record("environment", executed.failure_summary(), started, executed=executed)
+            return await self.escalate(StopReason.ENVIRONMENT)
         if not executed.ok:  # nothing ran: say exactly why, and how to get it right
             await self.not_applied(executed, started, diff)
             return None
@@ -134,6 +184,8 @@ class SubtaskRun:
         verdict = await verify(self.p.repo.root, self.p.config.checks)
         self.log_verdict(verdict)
         judged = await self.judge.judge(verdict, self.changed, diff)
+        if judged.passed and not self.changed and not self.task.verification_only:
+            judged = Judgement("no_change", NO_CHANGE, failure=NO_CHANGE)
         if judged.outcome not in ("passed", "failed"):
             self.event("judged", attempt=self.attempt, outcome=judged.outcome, summary=judged.summary)
         if judged.passed:
@@ -141,34 +193,66 @@ class SubtaskRun:
             self.subtask.status, self.subtask.commit, self.subtask.convergence = "done", sha, StopReason.PASSED
             self.record(judged.outcome, judged.summary, started, verdict, executed=executed)
             return SubtaskResult("passed", judged.summary, commit=sha, stop_reason=StopReason.PASSED)
-        diff = diff or await self.diff()
-        reflection_id = None
-        if judged.reflect and self.attempt < self.max_attempts:  # a reflection serves the next retry
-            reflection_id = await self.reflect_on_verdict(verdict, diff)
-        self.record(judged.outcome, judged.summary, started, verdict, reflection_id, executed=executed)
-        return await self.after_failure(verdict, judged, diff)
+        return await self.failed(verdict, judged, executed, started, diff or await self.diff())
 
-    async def after_failure(self, verdict: Verdict, judged: Judgement, diff: str) -> SubtaskResult | None:
-        """Track progress: stop early, roll a regression back, or set up the retry."""
+    async def failed(self, verdict: Verdict, judged: Judgement, executed: ExecutionResult, started: float,
+                     diff: str) -> SubtaskResult | None:
+        """Track progress, reflect only when a retry follows, then stop or set the retry up."""
+        decision = await self.progress(verdict, judged, diff)
+        stop = self.stop_reason(judged, decision)
+        reflection_id = None
+        if stop is None and judged.reflect and self.attempt < self.max_attempts:  # only a retry reads it
+            reflection_id = await self.reflect_on_verdict(verdict, judged, diff)
+        self.record(judged.outcome, judged.summary, started, verdict, reflection_id, executed=executed)
+        if stop is not None:
+            return await self.escalate(stop)
+        await self.set_up_retry(verdict, judged, decision, diff)
+        return None
+
+    def put_back_config(self) -> str | None:
+        """The project's config as the run read it; why the attempt is rejected if it changed it."""
+        path = Layout(self.p.repo.root).config  # in a worktree, the worktree's copy
+        now = path.read_bytes() if path.is_file() else None
+        if now == self.config_bytes:
+            return None
+        if self.config_bytes is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic_write(path, self.config_bytes)
+        return ("rejected: the attempt changed .openagents/project.json, which says how attempts are "
+                "judged; it was put back. Nothing under .openagents/ is an attempt's to change")
+
+    async def progress(self, verdict: Verdict, judged: Judgement, diff: str) -> Decision | None:
+        """Remember the failed attempt's tree and ask the tracker; None: nothing to track."""
         n = self.attempt
-        score = 0.0 if judged.outcome == "integrity" else verdict.score
-        self.snapshots.append(AttemptSnapshot(n, judged.summary, diff, score))
+        score = 0.0 if judged.outcome in ("integrity", "no_change") else verdict.score
+        self.snapshots.append(AttemptSnapshot(n, judged.summary, diff, score, failure=judged.failure))
         patch = self.current_patch if self.current_patch is not None else await self.snapshot()
         self.patches[n] = patch
         self.failed_states[_tree_key(patch)] = n
         if judged.escalate:
-            return await self.escalate(StopReason.ENVIRONMENT)
+            return None
         attempt = AttemptScore.from_verdict(n, verdict)
-        if judged.outcome == "integrity":
-            attempt = AttemptScore(n, 0.0, signature="integrity")
+        if judged.outcome in ("integrity", "no_change"):
+            attempt = AttemptScore(n, 0.0, signature=judged.outcome)
         self.scores[n] = attempt
-        decision = self.track(attempt, always_log=False)
-        if decision.action == "stop" and n < self.max_attempts:
-            return await self.escalate(decision.reason or StopReason.PLATEAU)
+        return self.track(attempt, always_log=False)
+
+    def stop_reason(self, judged: Judgement, decision: Decision | None) -> StopReason | None:
+        """Why no retry follows this failed attempt, or None when one does."""
+        if judged.escalate or decision is None:
+            return StopReason.ENVIRONMENT
+        if decision.action == "stop" and self.attempt < self.max_attempts:
+            return decision.reason or StopReason.PLATEAU
+        return None
+
+    async def set_up_retry(self, verdict: Verdict, judged: Judgement, decision: Decision | None, diff: str) -> None:
+        """Roll a regression back or undo a rejected attempt, and tell the next prompt why."""
+        n = self.attempt
         failure = judged.failure
-        if decision.repeated_signature:
+        if decision is not None and decision.repeated_signature:
             failure += "\n\nThis is exactly the failure of the attempt before: that fix did not work."
-        if decision.action == "rollback" and decision.rollback_to in self.patches:
+        if decision is not None and decision.action == "rollback" and decision.rollback_to in self.patches:
             best = next(s for s in self.snapshots if s.number == decision.rollback_to)
             await self.roll_back_to(best.number, event="rolled_back")
             failure += (f"\n\nThis attempt was worse than attempt {best.number}, so the tree was put "
@@ -183,7 +267,6 @@ class SubtaskRun:
         self.previous_signature = verdict.digest.signature if verdict.digest else None
         self.failures[n] = failure
         self.last = LastAttempt(n, diff, failure)
-        return None
 
     def track(self, attempt: AttemptScore, *, always_log: bool) -> Decision:
         decision = self.decision = self.tracker.record(attempt)
@@ -233,7 +316,8 @@ class SubtaskRun:
         self.record("repeat", summary, started, executed=executed)
         earlier = next((s for s in self.snapshots if s.number == same_as), None)
         diff = earlier.diff if earlier else ""
-        self.snapshots.append(AttemptSnapshot(n, summary, diff, earlier.score if earlier else 0.0))
+        self.snapshots.append(AttemptSnapshot(n, summary, diff, earlier.score if earlier else 0.0,
+                                              failure=self.failures.get(same_as, "")))
         self.patches[n] = self.patches.get(same_as, "")
         self.failures[n] = self.failures.get(same_as, "")
         await self.roll_back_to(None)  # the next attempt starts over, too
@@ -248,16 +332,17 @@ class SubtaskRun:
     async def not_applied(self, executed: ExecutionResult, started: float, diff: str) -> None:
         """An attempt whose reply could not be applied (or whose agent failed): nothing ran."""
         reason = executed.failure_summary()
-        self.event("edit_failed", attempt=self.attempt, error=executed.error,
+        self.event("edit_failed", attempt=self.attempt, error=executed.error, failureKind=executed.failure_kind,
                    formatAsked=executed.format_asked, formatReceived=executed.format_received,
                    reply=cut_block(redact(executed.reply or ""), REPLY_LOGGED))
         reflection_id = None
         if executed.failure_kind == "edit" and self.attempt < self.max_attempts:  # a format failure is a lesson too
             reflection_id = await self.reflect_on_edit(executed)
         self.record("edit_failed", reason, started, reflection_id=reflection_id, executed=executed)
-        self.snapshots.append(AttemptSnapshot(self.attempt, reason, diff, 0.0))
         failure = "\n".join(part for part in (executed.error, executed.repair) if part)
-        self.last = LastAttempt(self.attempt, diff, failure, applied=False)
+        self.snapshots.append(AttemptSnapshot(self.attempt, reason, diff, 0.0, failure=executed.error or ""))
+        self.last = LastAttempt(self.attempt, diff, failure, applied=False,
+                                agent_failed=executed.failure_kind == "agent")
 
     async def touched_user_files(self, touched: list[str], started: float) -> SubtaskResult:
         reason = (f"the attempt changed {', '.join(touched)}, which hold(s) uncommitted work of yours; "
@@ -268,13 +353,16 @@ class SubtaskRun:
 
     # -- memory -------------------------------------------------------------------------
 
-    async def reflect_on_verdict(self, verdict: Verdict, diff: str) -> str | None:
+    async def reflect_on_verdict(self, verdict: Verdict, judged: Judgement, diff: str) -> str | None:
+        """Reflect on what the attempt broke: the judge puts its own failures first and marks
+        the tests that were failing before the task."""
         digest = verdict.digest
         if digest is None or verdict.failure_type is None:
             return None
         return await self.reflect(
-            failure_type=verdict.failure_type, digest=digest.text, error_signature=digest.signature,
-            failing_tests=digest.failing_tests, first_error=digest.first_error, diff=diff,
+            failure_type=verdict.failure_type, digest=judged.failure or digest.text,
+            error_signature=digest.signature, failing_tests=list(judged.failing_tests),
+            first_error=judged.first_error, preexisting_tests=list(judged.preexisting), diff=diff,
             previous_signature=self.previous_signature,
         )
 
@@ -337,7 +425,10 @@ class SubtaskRun:
         if not self.changed:
             self.event("no_changes")
             return None
-        sha = await self.git(self.p.repo.commit, self.changed, f"{self.task.id}: {self.subtask.title}")
+        message, paths = f"{self.task.id}: {self.subtask.title}", self.changed
+        sha = await anyio.to_thread.run_sync(functools.partial(
+            self.p.repo.commit, paths, message,
+            before_ref=lambda old, new: self.journal.committing(paths, old, new)))
         self.event("committed", sha=sha, files=self.changed)
         return sha
 
@@ -402,7 +493,8 @@ class SubtaskRun:
 
     def log_verdict(self, verdict: Verdict) -> None:
         self.event("verdict", attempt=self.attempt, passed=verdict.passed, failureType=verdict.failure_type,
-                   summary=verdict.summary(), testsPassed=verdict.tests_passed, testsFailed=verdict.tests_failed,
+                   summary=self.judge.headline(verdict),  # its own failures first, not pre-existing ones
+                   testsPassed=verdict.tests_passed, testsFailed=verdict.tests_failed,
                    errorSignature=verdict.digest.signature if verdict.digest else None,
                    durationS=round(verdict.duration_s, 3), filesChanged=self.changed)
 

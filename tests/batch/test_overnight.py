@@ -192,6 +192,34 @@ def test_max_tasks_stops_with_the_second_ready_task_still_open(tmp_path, capsys)
     assert not (repo / "negate.py").exists()
 
 
+CLAMP = "def clamp(x, lo, hi):\n    return min(max(x, lo), hi)\n"
+
+
+@pytest.mark.slow
+def test_max_tasks_counts_a_task_when_a_worker_claims_it_so_parallel_workers_start_no_more(tmp_path, capsys):
+    repo = features_project(
+        init_repo(tmp_path / "repo"),
+        [
+            {"match": "Task T-1", "reply": write_file("greet.py", GREET)},
+            {"match": "Task T-2", "reply": write_file("negate.py", NEGATE)},
+            {"match": "Task T-3", "reply": write_file("clamp.py", CLAMP)},
+        ],
+        [task("T-1", "Add greet"), task("T-2", "Add negate"), task("T-3", "Add clamp")],
+    )
+
+    # Both workers start at once: the second must find the one task already claimed.
+    assert overnight(repo, "--max-tasks", "1", "--parallel", "2", "--json") == 0
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert list(outcomes(summary).values()) == ["closed"]
+    assert summary["stopReason"] == "task count reached (1)"
+    assert sorted(t["status"] for t in tasks_on_disk(repo).values()) == ["closed", "open", "open"]
+    events = run_events(repo)
+    assert len([e for e in events if e["event"] == "task_started"]) == 1
+    assert len([e for e in events if e["event"] == "model_call"]) == 1
+    assert status(repo) == ""
+
+
 def test_time_budget_cancels_the_attempt_in_flight_and_restores_the_tree(git_repo, tmp_path, capsys):
     register_scripted_provider()  # pay litellm's import before the clock starts
     started = tmp_path / "tests-started"
@@ -224,7 +252,8 @@ def test_cost_budget_stops_before_an_attempt_that_would_overspend(git_repo, caps
         {"match": "Task T-1", "reply": WRONG_ADD, "usage": USAGE},
         {"match": "Task T-1", "reply": FIX_ADD, "usage": USAGE},
     ]
-    repo = make_project(git_repo, replies, pricing=PRICING)
+    # Every call reserves its reply's ceiling first: 100 tokens, $0.002.
+    repo = make_project(git_repo, replies, pricing=PRICING, config={"maxOutputTokens": 100})
 
     # Attempt 1 costs $0.01; attempt 2, estimated alike, would reach $0.02 > $0.015.
     assert overnight(repo, "--max-cost", "0.015", "--no-reflexion", "--json") == 1
@@ -238,6 +267,90 @@ def test_cost_budget_stops_before_an_attempt_that_would_overspend(git_repo, caps
     assert len(calls) == 1 and calls[0]["costUsd"] == pytest.approx(0.01)
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
     assert (repo / "calc.py").read_text() == CALC
+    assert status(repo) == ""
+
+
+def model_call_costs(repo: Path) -> list[float]:
+    return [e["costUsd"] for e in run_events(repo) if e["event"] == "model_call"]
+
+
+CHEAP_THEN_LARGE = [
+    {"match": "Task T-1", "reply": WRONG_ADD, "usage": {"inputTokens": 500, "outputTokens": 500}},
+    # The retry: a far longer prompt and a long reply.
+    {"match": "Task T-1", "reply": FIX_ADD, "usage": {"inputTokens": 20000, "outputTokens": 2000}},
+]
+LARGE_PRICING = {"inputCostPerToken": 0.000001, "outputCostPerToken": 0.00001}
+# A reply may use 2000 tokens: every call reserves at least $0.02 before it is made.
+LARGE_REPLIES = {"maxOutputTokens": 2000}
+
+
+def test_cost_budget_is_never_overspent_when_a_retry_is_much_larger_than_the_first_attempt(git_repo, capsys):
+    repo = make_project(git_repo, CHEAP_THEN_LARGE, pricing=LARGE_PRICING, config=LARGE_REPLIES)
+
+    # Attempt 1 costs $0.0055 and fits (its worst case is about $0.021). Estimated from
+    # attempt 1 alone, the retry would fit too, and then cost $0.04; its worst case does not.
+    assert overnight(repo, "--max-cost", "0.0225", "--no-reflexion", "--json") == 1
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert summary["stopReason"].startswith("run cost budget: $0.0055 spent of $0.0225")
+    (row,) = summary["tasks"]
+    assert row["outcome"] == "budget" and row["calls"] == 1
+    assert model_call_costs(repo) == [pytest.approx(0.0055)]
+    assert sum(model_call_costs(repo)) <= 0.0225
+    (reopened,) = [e for e in run_events(repo) if e["event"] == "task_reopened"]
+    assert reopened["convergence"] == "budget" and reopened["reason"] == summary["stopReason"]
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert (repo / "calc.py").read_text() == CALC
+    assert status(repo) == ""
+
+
+def test_a_model_call_whose_worst_case_crosses_the_cost_budget_is_never_made(git_repo, capsys):
+    repo = make_project(git_repo, CHEAP_THEN_LARGE, pricing=LARGE_PRICING, config=LARGE_REPLIES)
+
+    # Nothing is spent yet, but the first call may cost $0.02: more than the whole budget.
+    assert overnight(repo, "--max-cost", "0.01", "--no-reflexion", "--json") == 1
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert summary["stopReason"].startswith("run cost budget: $0.0000 spent of $0.0100")
+    assert "the next model call may cost up to $0.02" in summary["stopReason"]
+    assert [row["outcome"] for row in summary["tasks"]] == ["budget"]
+    events = run_events(repo)
+    assert model_call_costs(repo) == []
+    (refused,) = [e for e in events if e["event"] == "model_call_refused"]
+    assert refused["purpose"] == "execute" and refused["worstCostUsd"] > 0.01
+    (reopened,) = [e for e in events if e["event"] == "task_reopened"]
+    assert reopened["convergence"] == "budget" and reopened["reason"] == summary["stopReason"]
+    plan = json.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_text())
+    assert [(s["status"], s["convergence"]) for s in plan["subtasks"]] == [("pending", "budget")]
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert (repo / "calc.py").read_text() == CALC
+    assert status(repo) == ""
+
+
+@pytest.mark.slow
+def test_parallel_workers_share_one_cost_ledger(tmp_path, capsys):
+    # Each task's one call costs $0.0165 and may cost up to $0.021 (its reply's ceiling);
+    # the budget covers one such call, not two. The replies are slow, so both workers'
+    # calls would be in flight together.
+    usage = {"inputTokens": 500, "outputTokens": 1600}  # $0.0165
+    repo = make_project(
+        init_repo(tmp_path / "repo"),
+        [
+            {"match": "Task T-1", "reply": write_file("greet.py", GREET), "usage": usage, "delay": 3},
+            {"match": "Task T-2", "reply": write_file("negate.py", NEGATE), "usage": usage, "delay": 3},
+        ],
+        tasks=[task("T-1", "Add greet"), task("T-2", "Add negate")],
+        files={"test_features.py": FEATURE_TESTS},
+        config={"testCommands": [FEATURE_TEST_COMMAND], **LARGE_REPLIES},
+        pricing=LARGE_PRICING,
+    )
+
+    assert overnight(repo, "--max-cost", "0.03", "--parallel", "2", "--json") == 1
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert sorted(outcomes(summary).values()) == ["budget", "closed"]
+    assert summary["stopReason"].startswith("run cost budget")
+    assert len(model_call_costs(repo)) == 1 and sum(model_call_costs(repo)) <= 0.03
     assert status(repo) == ""
 
 

@@ -16,7 +16,13 @@ import pytest
 
 from orchestrator.checks.envcheck import environment_error
 from orchestrator.checks.flaky import flaky_tests, is_flaky, rerun_failing
-from orchestrator.checks.preflight import Baseline, about_task, preflight, relevant_failures
+from orchestrator.checks.preflight import (
+    Baseline,
+    about_task,
+    preflight,
+    relevant_failures,
+    split_failures,
+)
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import CommandResult, Kind, Verdict, verify
 from reflection.digest import make_digest
@@ -165,6 +171,18 @@ async def test_preflight_runs_every_command_even_after_a_typecheck_failure(tmp_p
     assert "second-suite" in baseline.verdict.steps[-1].output
 
 
+@pytest.mark.anyio
+async def test_a_check_that_times_out_on_the_untouched_tree_is_an_environment_error(tmp_path: Path) -> None:
+    # Every attempt would be killed by the same limit: no edit caused the hang.
+    checks = CheckSettings(tests=("sleep 30",), timeout_s=0.5)
+    baseline = await preflight(tmp_path, checks)
+    assert baseline.environment_error == (
+        "The test command `sleep 30` timed out after 0.5 s (timeouts.verifySeconds) on the "
+        "untouched tree, before any change: it hangs or runs longer than the limit; fix the "
+        "hang or raise timeouts.verifySeconds."
+    )
+
+
 # --- pre-existing failures -----------------------------------------------------------------------
 
 CALC = "def add(a, b):\n    return a + b\n"
@@ -275,6 +293,24 @@ def test_a_preexisting_failure_is_not_decisive_when_later_checks_did_not_run() -
     assert relevant_failures(verdict, _known_bug_baseline(), "x").decisive
     judged = relevant_failures(verdict, _known_bug_baseline(commands=2), "x")
     assert judged.ignored == [PRE] and not judged.decisive
+
+
+NEW = "test_calc.py::test_add"
+
+
+def test_split_failures_puts_what_the_attempt_broke_first_and_marks_the_preexisting_ones() -> None:
+    # The old failure ran first; the attempt broke test_add. Neither list needs to be complete.
+    output = f"{SHORT}FAILED {NEW} - assert -1 == 5\n2 failed, 1 passed in 0.1s\n"
+    split = split_failures(_failed(output), _known_bug_baseline(), "Update the README")
+    assert (split.caused, split.the_task, split.preexisting) == ([NEW], [], [PRE])
+    assert split.ordered == [NEW, PRE]
+    # The task is about the old failure: still failing before the task, but the task's own.
+    split = split_failures(_failed(output), _known_bug_baseline(), "Fix test_known_bug")
+    assert (split.caused, split.the_task, split.preexisting) == ([NEW], [PRE], [])
+    # Failing another way than at baseline: the attempt's doing.
+    another = f"=== short test summary info ===\nFAILED {PRE} - assert 0.1 == 0.3\n"
+    split = split_failures(_failed(another + "1 failed in 0.1s\n"), _known_bug_baseline(), "x")
+    assert (split.caused, split.preexisting) == ([PRE], [])
 
 
 @pytest.mark.parametrize(

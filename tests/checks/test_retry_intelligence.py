@@ -310,6 +310,8 @@ def test_a_worse_attempt_is_rolled_back_to_the_best_and_the_packet_keeps_the_bes
     assert third["filesChanged"] == ["calc.py"] and third["testsFailed"] == 2
     (escalated,) = events_of(repo, "escalated")
     assert escalated["convergence"] == "plateau"  # attempt 3 was no better than attempt 1 either
+    # The stop is decided before any reflection: none is paid for that no retry would read.
+    assert [e["attempt"] for e in events_of(repo, "reflection")] == [1, 2]
     patch = packet(repo, "patch")
     assert "+    return abs(a) + abs(b)" in patch and "a * b" not in patch and "return 0" not in patch
     assert "Attempt 1 (test_failure: 1 failed" in packet(repo)
@@ -415,6 +417,8 @@ def test_a_subtask_about_tests_may_edit_them(git_repo: Path, capsys: Capsys) -> 
 
 USAGE = {"inputTokens": 1000, "outputTokens": 100}  # 2 calls an attempt: 2200 tokens
 PRICING = {"inputCostPerToken": 1e-6, "outputCostPerToken": 2e-6}  # $0.0012 a call
+# Every call reserves its reply's ceiling before it is made: 100 tokens here.
+SHORT_REPLIES = {"maxOutputTokens": 100}
 
 
 def budget_replies() -> list[dict[str, Any]]:
@@ -439,7 +443,8 @@ def assert_stopped_for_budget(repo: Path, reason: str, attempts: int) -> None:
 def test_the_cost_limit_stops_a_task_before_an_attempt_would_overspend(
     git_repo: Path, capsys: Capsys
 ) -> None:
-    repo = make_project(git_repo, budget_replies(), pricing=PRICING, config={"maxCostUsdPerTask": 0.004})
+    repo = make_project(git_repo, budget_replies(), pricing=PRICING,
+                        config={"maxCostUsdPerTask": 0.004, **SHORT_REPLIES})
 
     assert do_one_task(repo) == 1
 
@@ -452,7 +457,7 @@ def test_the_cost_limit_stops_a_task_before_an_attempt_would_overspend(
 def test_the_token_limit_stops_a_task_before_an_attempt_would_overspend(
     git_repo: Path, capsys: Capsys
 ) -> None:
-    repo = make_project(git_repo, budget_replies(), config={"maxTokensPerTask": 4000})
+    repo = make_project(git_repo, budget_replies(), config={"maxTokensPerTask": 4000, **SHORT_REPLIES})
 
     assert do_one_task(repo) == 1
 
@@ -473,6 +478,47 @@ def test_a_cost_limit_with_an_unknown_price_fails_closed_before_any_call(
     assert "attempt_started" not in kinds(repo)
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
     assert "refusing to spend" in capsys.readouterr().out
+
+
+def spent(repo: Path) -> float:
+    return sum(e["costUsd"] for e in events_of(repo, "model_call"))
+
+
+def test_the_cost_limit_is_never_overspent_when_a_retry_is_much_larger_than_the_first_attempt(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    replies = [
+        {"match": "Task T-1", "reply": WRONG_ADD, "usage": {"inputTokens": 500, "outputTokens": 500}},
+        # The retry: a far longer prompt and a long reply ($0.04).
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_FIXED),
+         "usage": {"inputTokens": 20000, "outputTokens": 2000}},
+    ]
+    pricing = {"inputCostPerToken": 1e-6, "outputCostPerToken": 1e-5}
+    config = {"maxCostUsdPerTask": 0.0225, "maxOutputTokens": 2000, "reflexion": {"enabled": False}}
+    repo = make_project(git_repo, replies, pricing=pricing, config=config)
+
+    # Attempt 1 costs $0.0055. Estimated from attempt 1 alone, the retry would fit; its
+    # worst case (2000 reply tokens: $0.02, and its prompt) does not.
+    assert do_one_task(repo) == 1
+
+    assert_stopped_for_budget(repo, "task cost budget: $0.0055 spent of $0.0225", attempts=1)
+    assert spent(repo) == pytest.approx(0.0055) and spent(repo) <= 0.0225
+    assert "put T-1 back to open (task cost budget" in capsys.readouterr().out
+
+
+def test_a_call_the_task_cost_limit_cannot_cover_is_never_made(git_repo: Path, capsys: Capsys) -> None:
+    pricing = {"inputCostPerToken": 1e-6, "outputCostPerToken": 1e-5}
+    config = {"maxCostUsdPerTask": 0.01, "maxOutputTokens": 2000}  # a reply may cost $0.02
+    repo = make_project(git_repo, budget_replies(), pricing=pricing, config=config)
+
+    assert do_one_task(repo) == 1
+
+    assert_stopped_for_budget(repo, "task cost budget: $0.0000 spent of $0.0100", attempts=1)
+    assert model_calls(repo) == 0
+    (refused,) = events_of(repo, "model_call_refused")
+    assert refused["purpose"] == "execute" and refused["reason"] == events_of(repo, "task_reopened")[0]["reason"]
+    assert "the next model call may cost up to $0.02" in refused["reason"]
+    assert "put T-1 back to open (task cost budget" in capsys.readouterr().out
 
 
 # -- 8. what the features save --------------------------------------------------------------------
@@ -513,3 +559,103 @@ def test_the_features_spend_fewer_model_calls_than_retrying_blindly(tmp_path: Pa
     for name, count in calls.items():
         assert count["on"] < count["off"], (name, count)
     assert sum(c["on"] for c in calls.values()) < sum(c["off"] for c in calls.values())
+
+
+# -- 9. a suite that hangs before any change ------------------------------------------------------
+
+SLOW_TESTS = "import time\n\n\ndef test_slow():\n    time.sleep(60)\n"
+
+
+def test_a_suite_that_hangs_before_any_change_blocks_the_task_before_any_model_call(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    repo = make_project(
+        git_repo, [{"match": "Task T-1", "reply": FIX_ADD, "times": None}],
+        files={"test_slow.py": SLOW_TESTS},
+        config={"testCommands": [f"{PYTEST} test_calc.py test_slow.py"], "timeouts": {"verifySeconds": 1}},
+    )
+
+    assert do_one_task(repo) == 1
+
+    (pre,) = events_of(repo, "preflight")
+    assert not pre["passed"] and pre["failingAtBaseline"] == []
+    assert "test_slow.py` timed out after 1 s" in (pre.get("environmentError") or "")
+    (blocked,) = events_of(repo, "task_blocked")
+    assert blocked["convergence"] == "environment" and "No model was called" in blocked["reason"]
+    assert model_calls(repo) == 0 and "attempt_started" not in kinds(repo)
+    on_disk = tasks_on_disk(repo)["T-1"]
+    assert on_disk["status"] == "blocked"
+    assert on_disk["closeReason"].startswith("environment: The test command")
+    assert "timed out after 1 s (timeouts.verifySeconds) on the untouched tree" in on_disk["closeReason"]
+    out = capsys.readouterr().out
+    assert "preflight: the checks cannot run: The test command" in out and "already failing" not in out
+
+
+# -- 10. failures the attempt caused lead; pre-existing ones are marked ---------------------------
+
+CALC_MUL_BROKEN = CALC_FIXED.replace("return a * b", "return a * b + 1")  # add fixed, mul broken
+OLD_FIRST = f"{PYTEST} test_other.py test_calc.py"  # the pre-existing failure runs, and is listed, first
+
+
+def test_a_retry_and_its_reflection_lead_with_what_the_attempt_broke_not_a_preexisting_failure(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    aimed = (
+        r"### Why it failed\n```\n"
+        r"New failures, caused by this attempt \(fix these first\): test_calc\.py::test_mul\n"
+        r"  test_calc\.py:\d+: AssertionError: assert 13 == 12\n"
+        r"Pre-existing failures \(failing the same way before the task; not caused by this attempt[^\n]*: "
+        r"test_other\.py::test_other\n"
+    )
+    replies = [
+        # Answers the retry only when its prompt is aimed at test_mul, and marks test_other.
+        {"match": aimed, "reply": write_file("calc.py", CALC_FIXED)},
+        {"match": "Task T-1", "reply": write_file("calc.py", CALC_MUL_BROKEN)},
+    ]
+    repo = make_project(
+        git_repo, replies, tasks=[task("T-1", "Fix add", description=ADD_ONLY)],
+        files={"other.py": OTHER, "test_other.py": OTHER_TESTS},
+        config={"testCommands": [OLD_FIRST], "reflexion": {"maxRetries": 1, "useLLM": False}},
+    )
+
+    assert do_one_task(repo) == 0  # the aimed retry was asked, and fixed mul again
+
+    (pre,) = events_of(repo, "preflight")
+    assert "test_other.py::test_other" in pre["failingAtBaseline"]
+    first = events_of(repo, "verdict")[0]
+    assert first["summary"].startswith("test_failure: 2 failed, 2 passed — test_calc.py::test_mul; ")
+    assert first["summary"].endswith("1 pre-existing (failing before the task too): test_other.py::test_other")
+    attempt = plan(repo)["subtasks"][0]["attempts"][0]
+    assert "— test_calc.py::test_mul (AssertionError: assert 13 == 12); 1 pre-existing" in attempt["summary"]
+    (reflection,) = events_of(repo, "reflection")
+    analysis = reflection["analysis"]
+    assert analysis.startswith("Test test_calc.py::test_mul failed at test_calc.py:")
+    assert "with AssertionError: assert 13 == 12" in analysis
+    assert ("test test_other.py::test_other fails too, but it failed the same way before the task: "
+            "pre-existing, not caused by this attempt") in analysis
+    assert "the result is off by one (13 vs 12)" in analysis
+    assert committed_files(repo) == [["calc.py"]]
+    assert (repo / "calc.py").read_text() == CALC_FIXED
+    out = capsys.readouterr().out
+    assert "FAIL  test_failure: 2 failed, 2 passed — test_calc.py::test_mul; 1 pre-existing" in out
+    assert "PASS*  passed apart from 1 pre-existing failure(s)" in out
+
+
+def test_the_escalation_packet_shows_the_last_failures_error_not_only_its_counts(
+    git_repo: Path, capsys: Capsys
+) -> None:
+    repo = make_project(
+        git_repo, [{"match": "Task T-1", "reply": write_file("calc.py", CALC_ABS)}],
+        config={"reflexion": {"maxRetries": 0}},
+    )
+
+    assert do_one_task(repo) == 1
+
+    last = packet(repo).split("## Last failure", 1)[1].split("## Best attempt", 1)[0]
+    assert "test_failure: 1 failed, 2 passed — test_calc.py::test_add_negative" in last
+    assert "(AssertionError: assert 2 == -2)" in last  # the assertion, in its one line
+    assert "+  where 2 = add(-1, -1)" in last  # and the error itself, as pytest printed it
+    assert "First error: test_calc.py:" in last
+    blocked = tasks_on_disk(repo)["T-1"]["closeReason"]
+    assert "last: test_failure: 1 failed, 2 passed — test_calc.py::test_add_negative (AssertionError: assert 2 == -2)" in blocked
+    assert "(AssertionError: assert 2 == -2)" in capsys.readouterr().out

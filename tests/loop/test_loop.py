@@ -167,7 +167,8 @@ def test_hanging_test_command_times_out_and_leaves_no_process(git_repo, tmp_path
     repo = make_project(
         git_repo,
         [{"match": "Task T-1", "reply": FIX_ADD, "times": None}, {"reply": REFLECTION, "times": None}],
-        config={"testCommands": [hang], "timeouts": {"verifySeconds": 1}, "reflexion": {"maxRetries": 0}},
+        config={"testCommands": [hang], "timeouts": {"verifySeconds": 1}, "reflexion": {"maxRetries": 0},
+                "retry": {"preflight": False}},  # a hang before any change blocks at preflight
     )
 
     assert do_one_task(repo) == 1

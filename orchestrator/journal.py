@@ -1,0 +1,143 @@
+"""The journal of the subtask in flight: what recovery needs after a kill, on disk first.
+
+Before a subtask's first attempt starts, `.openagents/journal/<taskId>.json` records its
+base commit, the user's dirty paths with a copy of their content, and the tree each
+attempt starts from (paths and content hashes: ours). While an attempt runs, a heartbeat
+keeps the journal's `alive` time fresh, and the process groups of the agent and the
+checks are added as they start. A commit in progress is written down before HEAD moves.
+
+After a kill, `Journal.load` gives recovery all of it: a path changed since the base is
+the attempt's when the journal knows its content or it was written while the run was
+alive; one written after the run died is the user's and is kept; one that cannot be
+told (a deletion after the run died) stops recovery with a sentence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from orchestrator.fileio import atomic_write
+from orchestrator.layout import Layout
+
+SLACK_S = 1.0  # a write this long after the last heartbeat may still be the dead run's
+HEARTBEAT_S = 0.25  # how often a running attempt refreshes `alive`
+
+
+def content_hash(path: Path) -> str | None:
+    """The sha256 of a file's bytes (a symlink's target text), or None when it is absent."""
+    try:
+        data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class Journal:
+    path: Path
+    task_id: str
+    subtask_id: str
+    base: str
+    user_paths: list[str] = field(default_factory=list)
+    user_copies: dict[str, str] = field(default_factory=dict)  # path -> copy file name
+    ours: dict[str, str | None] = field(default_factory=dict)  # path -> hash of our content; None: deleted
+    alive: float = 0.0  # wall-clock time of the last heartbeat
+    process_groups: list[int] = field(default_factory=list)
+    commit: dict[str, object] | None = None  # {"paths", "old", "new"} while committing
+
+    @classmethod
+    def start(cls, project_dir: Path, task_id: str, subtask_id: str, base: str, root: Path,
+              user_files: dict[str, bytes], user_paths: set[str]) -> Journal:
+        """Write the journal, copies of the user's files first, before any attempt starts."""
+        path = Layout(project_dir).journal(task_id)
+        copies = {}
+        for rel, data in user_files.items():
+            name = hashlib.sha256(rel.encode()).hexdigest()[:24]
+            atomic_write(path.with_suffix(".files") / name, data)
+            copies[rel] = name
+        journal = cls(path, task_id, subtask_id, base, sorted(user_paths), copies, alive=time.time())
+        journal.save()
+        return journal
+
+    @classmethod
+    def load(cls, project_dir: Path, task_id: str) -> Journal | None:
+        path = Layout(project_dir).journal(task_id)
+        try:
+            body = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        alive = max(body["alive"], path.stat().st_mtime)  # the heartbeat touches the file
+        return cls(path, body["taskId"], body["subtaskId"], body["base"], body["userPaths"],
+                   body["userCopies"], body["ours"], alive, body["processGroups"], body.get("commit"))
+
+    def save(self) -> None:
+        body = {"taskId": self.task_id, "subtaskId": self.subtask_id, "base": self.base,
+                "userPaths": self.user_paths, "userCopies": self.user_copies, "ours": self.ours,
+                "alive": self.alive, "processGroups": self.process_groups, "commit": self.commit}
+        atomic_write(self.path, orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+
+    def user_copy(self, rel: str) -> bytes | None:
+        name = self.user_copies.get(rel)
+        return None if name is None else (self.path.with_suffix(".files") / name).read_bytes()
+
+    def beat(self) -> None:
+        self.alive = time.time()
+        self.save()
+
+    def touch(self) -> None:
+        """A cheap heartbeat: the file's modification time, read back by `load`."""
+        try:
+            os.utime(self.path)
+        except FileNotFoundError:
+            pass
+
+    def remember_tree(self, root: Path, changed: list[str]) -> None:
+        """The tree the next attempt starts from: every change in it is ours."""
+        self.ours = {rel: content_hash(root / rel) for rel in changed}
+        self.beat()
+
+    def add_process_group(self, pgid: int) -> None:
+        self.process_groups.append(pgid)
+        self.beat()
+
+    def committing(self, paths: list[str], old: str, new: str) -> None:
+        self.commit = {"paths": paths, "old": old, "new": new}
+        self.save()
+
+    def written_by_run(self, root: Path, rel: str) -> bool | None:
+        """Whether the dead run made this change: True, False (the user's), None (cannot tell)."""
+        target = root / rel
+        if rel in self.ours and content_hash(target) == self.ours[rel]:
+            return True
+        try:
+            changed_at = target.lstat().st_mtime
+        except (FileNotFoundError, NotADirectoryError):
+            # A deletion leaves no time of its own: its folder's is the best witness.
+            folder = _nearest_folder(root, target)
+            changed_at = folder.stat().st_mtime
+            if changed_at <= self.alive + SLACK_S:
+                return True
+            return None
+        return changed_at <= self.alive + SLACK_S
+
+    def end(self) -> None:
+        """The subtask is over: nothing left to recover."""
+        self.path.unlink(missing_ok=True)
+        files = self.path.with_suffix(".files")
+        if files.is_dir():
+            for item in files.iterdir():
+                item.unlink()
+            files.rmdir()
+
+
+def _nearest_folder(root: Path, target: Path) -> Path:
+    folder = target.parent
+    while folder != root and not folder.is_dir():
+        folder = folder.parent
+    return folder

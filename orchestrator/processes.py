@@ -1,0 +1,109 @@
+"""Processes an attempt starts never outlive it, or the run that started them.
+
+Every command (the agent, the checks) leads its own session. When it ends, its process
+group is killed (checks.verify), and so is every process still in its session: children
+that moved to a group of their own, or double-forked into the background. The sessions
+are recorded in the journal, so that the next run kills whatever a killed run left
+running before it looks at the tree.
+
+A child that calls `setsid` escapes both group and session. goldenloop makes itself a
+child subreaper (Linux `prctl`), so such an escapee becomes goldenloop's own child when
+its parent exits: it is killed as soon as the command that spawned it ends, and the
+journal records its session while the run lives.
+
+Linux only (`/proc`, `prctl`); elsewhere these are no-ops and the process group kill remains.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from pathlib import Path
+
+log = logging.getLogger("goldenloop.processes")
+
+PROC = Path("/proc")
+# Told the session id of every command started in this context (the journal's recorder).
+session_started: ContextVar[Callable[[int], None] | None] = ContextVar("session_started", default=None)
+
+
+def announce(sid: int) -> None:
+    listener = session_started.get()
+    if listener is not None:
+        listener(sid)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+live_sessions: set[int] = set()  # the sessions of the commands running now
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants become this process's children instead of init's (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the group and session kills remain
+        log.debug("cannot become a child subreaper")
+
+
+def _processes() -> list[tuple[int, int, int]]:
+    """(pid, ppid, session) of every live process."""
+    found = []
+    for entry in PROC.glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 3 and fields[0] != "Z":
+            found.append((int(entry.name), int(fields[1]), int(fields[3])))
+    return found
+
+
+def in_session(sid: int) -> list[int]:
+    """The pids of the live processes whose session is `sid`."""
+    return [pid for pid, _, session in _processes() if session == sid]
+
+
+def escaped() -> list[tuple[int, int]]:
+    """(pid, session) of this process's children that left their command's session."""
+    me, mine = os.getpid(), os.getsid(0)
+    return [(pid, sid) for pid, ppid, sid in _processes()
+            if ppid == me and sid != mine and sid not in live_sessions]
+
+
+def kill_escaped() -> list[int]:
+    """Kill (and reap) the children that escaped a command which has ended; their sessions."""
+    found = escaped()
+    for pid, sid in found:
+        kill_sessions([sid])
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)  # ours since the subreaper took it: no zombie left
+        except (ProcessLookupError, ChildProcessError, PermissionError):
+            continue
+    return sorted({sid for _, sid in found})
+
+
+def kill_sessions(sids: Iterable[int]) -> int:
+    """SIGKILL every process of these sessions; how many were signalled."""
+    killed = 0
+    for sid in set(sids):
+        if sid <= 1 or sid == os.getsid(0):
+            continue  # never our own session, never init's
+        for pid in in_session(sid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                continue
+    if killed:
+        log.info("killed %d process(es) left in sessions %s", killed, sorted(set(sids)))
+    return killed

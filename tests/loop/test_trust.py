@@ -1,0 +1,121 @@
+"""What an attempt may not do: commit behind the loop's back, change how it is judged,
+pass by changing nothing, or be retried when its agent cannot even start."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+from projects import (
+    CALC,
+    do_one_task,
+    events_of,
+    git,
+    make_project,
+    reflection_lines,
+    task,
+    tasks_on_disk,
+    write_file,
+)
+
+PY = sys.executable
+FIXED = CALC.replace("a - b", "a + b")
+WRONG = CALC.replace("a - b", "0")
+
+# Writes calc.py (wrong on the first run, right on the second), optionally rewrites the
+# project's config, and commits like an agent that commits by default (Aider does).
+AGENT = """import pathlib, subprocess, sys
+state, commit, tamper = pathlib.Path(sys.argv[1]), sys.argv[2] == "commit", sys.argv[3] == "tamper"
+runs = state / "runs"
+n = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(n))
+pathlib.Path("calc.py").write_text((state / ("wrong" if n == 1 else "fixed")).read_text())
+if tamper and n == 1:
+    pathlib.Path(".openagents/project.json").write_text('{"testCommands": ["true"]}')
+if commit:
+    subprocess.run(["git", "add", "-A", "--", "."], check=True)
+    subprocess.run(["git", "commit", "-qm", "wip from the agent"], check=True)
+"""
+
+
+def agent_project(git_repo: Path, tmp_path: Path, *, commit: bool = False, tamper: bool = False) -> Path:
+    state = tmp_path / "agent"
+    state.mkdir()
+    (state / "wrong").write_text(WRONG)
+    (state / "fixed").write_text(FIXED)
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    flags = f"{'commit' if commit else 'no'} {'tamper' if tamper else 'no'}"
+    config = {"executor": {"kind": "command", "command": f"{PY} {script} {state} {flags} {{prompt_file}}"},
+              "reflexion": {"useLlm": False}}
+    return make_project(git_repo, [], config=config)
+
+
+def outcomes(repo: Path) -> list[str]:
+    plan = orjson.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_bytes())
+    return [a["outcome"] for a in plan["subtasks"][0]["attempts"]]
+
+
+def test_an_agent_that_commits_its_own_work_is_judged_like_any_attempt(git_repo: Path, tmp_path: Path) -> None:
+    repo = agent_project(git_repo, tmp_path, commit=True)
+    base = git(repo, "rev-parse", "HEAD").strip()
+
+    assert do_one_task(repo) == 0
+
+    assert outcomes(repo) == ["failed", "passed"]
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    history = git(repo, "log", "--format=%s", f"{base}..HEAD").splitlines()
+    assert "wip from the agent" not in history  # its commits were folded into the attempts
+    assert git(repo, "show", f"{sha}:calc.py") == FIXED
+    assert git(repo, "status", "--porcelain") == ""
+    assert len(events_of(repo, "agent_commits_folded")) == 2
+
+
+def test_an_agent_that_rewrites_the_projects_config_is_rejected_and_the_config_put_back(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    repo = agent_project(git_repo, tmp_path, tamper=True)
+    config = (repo / ".openagents" / "project.json").read_bytes()
+
+    assert do_one_task(repo) == 0
+
+    assert (repo / ".openagents" / "project.json").read_bytes() == config
+    assert outcomes(repo) == ["integrity", "passed"]
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "show", f"{sha}:calc.py") == FIXED  # judged by the real tests, not `true`
+    assert git(repo, "show", "HEAD:.openagents/project.json").encode() == config
+
+
+def test_an_attempt_that_changes_nothing_never_closes_the_task(git_repo: Path) -> None:
+    unchanged = {"match": "Task T-1", "reply": write_file("calc.py", FIXED), "times": None}
+    repo = make_project(git_repo, [unchanged], files={"calc.py": FIXED},
+                        config={"reflexion": {"maxRetries": 0, "useLlm": False}})
+
+    assert do_one_task(repo) == 1
+
+    blocked = tasks_on_disk(repo)["T-1"]
+    assert blocked["status"] == "blocked" and "changed no file" in blocked["closeReason"]
+    assert blocked.get("commits", []) == []
+
+
+def test_a_verification_only_task_may_close_without_a_change(git_repo: Path) -> None:
+    unchanged = {"match": "Task T-1", "reply": write_file("calc.py", FIXED), "times": None}
+    repo = make_project(git_repo, [unchanged], files={"calc.py": FIXED},
+                        tasks=[task(title="Check that add works", labels=["verification-only"])])
+
+    assert do_one_task(repo) == 0
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+
+
+def test_an_agent_that_is_not_installed_blocks_the_task_without_retries(git_repo: Path) -> None:
+    config = {"executor": {"kind": "command", "command": "no-such-agent-xyz --prompt {prompt_file}"}}
+    repo = make_project(git_repo, [], config=config)
+
+    assert do_one_task(repo) == 1
+
+    blocked = tasks_on_disk(repo)["T-1"]
+    assert blocked["status"] == "blocked"
+    assert "the agent cannot run here" in blocked["closeReason"] and "installed" in blocked["closeReason"]
+    assert len(events_of(repo, "attempt_started")) == 1
+    assert reflection_lines(repo) == []

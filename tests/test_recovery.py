@@ -1,0 +1,197 @@
+"""A real `do-one-task` process killed with SIGKILL at the dangerous moment, then run again.
+
+The agent is a command executor (a small script outside the repository) that edits the
+tree like an agent would and then hangs, so the kill lands mid-attempt every time. After
+the kill the user works on; the rerun must undo only what the killed attempt did.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from projects import CALC, do_one_task, git, make_project, run_events, tasks_on_disk
+
+from orchestrator.journal import SLACK_S
+
+pytestmark = pytest.mark.slow
+PY = sys.executable
+WAIT_S = 60
+FIXED = CALC.replace("a - b", "a + b")
+
+AGENT = """import os, pathlib, sys, time
+state, mode = pathlib.Path(sys.argv[1]), sys.argv[2]
+runs = state / "runs"
+n = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(n))
+if n > 1:
+    pathlib.Path("calc.py").write_text(pathlib.Path(sys.argv[3]).read_text())
+    sys.exit(0)
+pathlib.Path("calc.py").write_text("def add(a, b):\\n    return 0  # half-way\\n")
+pathlib.Path("agent_scratch.md").write_text("the agent's notes\\n")
+if mode == "overwrite":
+    pathlib.Path("README.md").write_text("the agent rewrote this\\n")
+if mode == "escape" and os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        (state / "escapee").write_text(str(os.getpid()))
+        while True:
+            time.sleep(0.1)
+    os._exit(0)
+(state / "agent").write_text(str(os.getpid()))
+time.sleep(300)
+"""
+
+
+def agent_project(git_repo: Path, tmp_path: Path, mode: str = "plain") -> tuple[Path, Path]:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    fixed = tmp_path / "fixed.txt"
+    fixed.write_text(FIXED)
+    template = f"{PY} {script} {state} {mode} {fixed} {{prompt_file}}"
+    config = {"executor": {"kind": "command", "command": template},
+              "retry": {"preflight": False}, "reflexion": {"useLlm": False}}
+    return make_project(git_repo, [], config=config), state
+
+
+def start(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([PY, "-m", "orchestrator.cli", "do-one-task", "--dir", str(repo), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def wait_for(path: Path, process: subprocess.Popen[str]) -> int:
+    deadline = time.monotonic() + WAIT_S
+    while not path.exists() or not path.read_text():
+        if process.poll() is not None:
+            raise AssertionError(f"do-one-task ended early ({process.returncode}): {process.communicate()}")
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def kill(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=WAIT_S)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def after_the_run_died() -> None:
+    """The user comes back later than any write the dead run could still have made."""
+    time.sleep(SLACK_S + 0.3)
+
+
+def test_recovery_keeps_the_work_the_user_did_after_the_kill(git_repo: Path, tmp_path: Path) -> None:
+    repo, state = agent_project(git_repo, tmp_path)
+    first = start(repo)
+    wait_for(state / "agent", first)
+    kill(first)
+    after_the_run_died()
+    (repo / "mine.txt").write_bytes(b"my new file\n")
+    (repo / "README.md").write_bytes(b"my edit of a clean file\n")
+
+    assert do_one_task(repo) == 4  # the user's work is uncommitted: refused, nothing touched
+    assert (repo / "mine.txt").read_bytes() == b"my new file\n"
+    assert (repo / "README.md").read_bytes() == b"my edit of a clean file\n"
+
+    assert do_one_task(repo, "--allow-dirty") == 0
+    assert (repo / "mine.txt").read_bytes() == b"my new file\n"
+    assert (repo / "README.md").read_bytes() == b"my edit of a clean file\n"
+    assert not (repo / "agent_scratch.md").exists()  # the killed attempt's own file is gone
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "show", "--name-only", "--format=", sha).split() == ["calc.py"]
+
+
+def test_the_users_uncommitted_file_overwritten_by_a_killed_attempt_comes_back(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    repo, state = agent_project(git_repo, tmp_path, mode="overwrite")
+    (repo / "README.md").write_bytes(b"my uncommitted work\r\nwith its own line ends\r\n")
+    first = start(repo, "--allow-dirty")
+    wait_for(state / "agent", first)
+    kill(first)
+    assert (repo / "README.md").read_text() == "the agent rewrote this\n"
+
+    after_the_run_died()
+    assert do_one_task(repo, "--allow-dirty") == 0
+    assert (repo / "README.md").read_bytes() == b"my uncommitted work\r\nwith its own line ends\r\n"
+    restored = [e for e in run_events(repo) if e["event"] == "restored"]
+    assert restored[-1]["userFilesPutBack"] == ["README.md"]
+
+
+def test_a_kill_between_the_commit_and_the_index_leaves_nothing_stale(git_repo: Path, tmp_path: Path) -> None:
+    repo, state = agent_project(git_repo, tmp_path)
+    (state / "runs").write_text("1")  # the agent writes the fix at once
+    wrapper = tmp_path / "bin"
+    wrapper.mkdir()
+    real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    (wrapper / "git").write_text(
+        f'#!/bin/sh\nif [ "$1" = reset ]; then kill -9 $PPID; sleep 5; fi\nexec {real_git} "$@"\n')
+    (wrapper / "git").chmod(0o755)
+    first = start(repo, env={"PATH": f"{wrapper}:{os.environ['PATH']}"})
+    first.communicate(timeout=WAIT_S)
+    assert first.returncode == -signal.SIGKILL
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    assert git(repo, "show", f"{sha}:calc.py") == FIXED  # the commit landed, then the kill
+
+    assert do_one_task(repo) == 0
+    assert git(repo, "status", "--porcelain") == ""  # index, tree and HEAD agree
+    assert git(repo, "diff", "--cached", "--name-only") == ""
+    assert tasks_on_disk(repo)["T-1"]["commits"] == [sha]
+    assert sha in git(repo, "log", "--format=%H").split()
+
+
+def test_no_process_of_a_killed_attempt_outlives_the_next_run(git_repo: Path, tmp_path: Path) -> None:
+    repo, state = agent_project(git_repo, tmp_path, mode="escape")
+    first = start(repo)
+    agent = wait_for(state / "agent", first)
+    escapee = wait_for(state / "escapee", first)
+    escaped_session = int(Path(f"/proc/{escapee}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    journal = repo / ".openagents" / "journal" / "T-1.json"
+    deadline = time.monotonic() + WAIT_S
+    while escaped_session not in orjson.loads(journal.read_bytes())["processGroups"]:
+        assert time.monotonic() < deadline, "the escaped session was never recorded"
+        time.sleep(0.05)
+    kill(first)
+    assert alive(agent) and alive(escapee)  # SIGKILL of goldenloop alone leaves them running
+
+    try:
+        assert do_one_task(repo) == 0
+        assert not alive(agent) and not alive(escapee)
+    finally:
+        for pid in (agent, escapee):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_check_that_daemonizes_a_child_leaves_no_process_after_its_timeout(git_repo: Path, tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    daemonize = (f"{PY} -c \"import os,time,pathlib\nif os.fork()==0:\n os.setsid()\n if os.fork()==0:\n"
+                 f"  pathlib.Path('{pid_file}').write_text(str(os.getpid()))\n  time.sleep(300)\n os._exit(0)\n"
+                 "time.sleep(300)\"")
+    replies = [{"match": "Task T-1", "reply": f"calc.py\n```python\n{FIXED}```\n", "times": None}]
+    config = {"testCommands": [daemonize], "timeouts": {"verifySeconds": 2},
+              "retry": {"preflight": False, "flakyReruns": 0}, "reflexion": {"maxRetries": 0, "useLlm": False}}
+    repo = make_project(git_repo, replies, config=config)
+
+    assert do_one_task(repo) == 1
+    daemon = int(pid_file.read_text())
+    try:
+        assert not alive(daemon)
+    finally:
+        if alive(daemon):
+            os.kill(daemon, signal.SIGKILL)
