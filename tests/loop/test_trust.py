@@ -119,3 +119,34 @@ def test_an_agent_that_is_not_installed_blocks_the_task_without_retries(git_repo
     assert "the agent cannot run here" in blocked["closeReason"] and "installed" in blocked["closeReason"]
     assert len(events_of(repo, "attempt_started")) == 1
     assert reflection_lines(repo) == []
+
+
+def test_a_model_reply_aimed_at_the_projects_config_is_refused_and_the_next_task_judged_as_before(
+    git_repo: Path,
+) -> None:
+    hostile = write_file(".openagents/project.json", '{"testCommands": ["true"]}\n')
+    replies = [{"match": "Task T-1", "reply": hostile + write_file("calc.py", WRONG), "times": None}]
+    repo = make_project(git_repo, replies, config={"reflexion": {"maxRetries": 0, "useLlm": False}})
+    config = (repo / ".openagents" / "project.json").read_bytes()
+
+    assert do_one_task(repo) == 1
+
+    assert (repo / ".openagents" / "project.json").read_bytes() == config
+    (failed,) = events_of(repo, "edit_failed")
+    assert "goldenloop's own state" in failed["error"]
+    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+
+
+def test_a_failing_agent_is_reported_as_such_not_as_an_edit_that_did_not_apply(
+    git_repo: Path, capsys
+) -> None:
+    config = {"executor": {"kind": "command", "command": "sh -c 'echo agent crashed; exit 3' {prompt_file}"},
+              "reflexion": {"maxRetries": 0, "useLlm": False}}
+    repo = make_project(git_repo, [], config=config)
+
+    assert do_one_task(repo) == 1
+
+    out = capsys.readouterr().out
+    assert "agent run failed: agent command exited with code 3" in out
+    assert "reply not applied" not in out
+    assert "the agent run failed" in tasks_on_disk(repo)["T-1"]["closeReason"]
