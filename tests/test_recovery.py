@@ -37,6 +37,8 @@ pathlib.Path("calc.py").write_text("def add(a, b):\\n    return 0  # half-way\\n
 pathlib.Path("agent_scratch.md").write_text("the agent's notes\\n")
 if mode == "overwrite":
     pathlib.Path("README.md").write_text("the agent rewrote this\\n")
+if mode == "delete":
+    pathlib.Path("README.md").unlink()
 if mode == "escape" and os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
@@ -131,6 +133,22 @@ def test_the_users_uncommitted_file_overwritten_by_a_killed_attempt_comes_back(
     assert (repo / "README.md").read_bytes() == b"my uncommitted work\r\nwith its own line ends\r\n"
     restored = [e for e in run_events(repo) if e["event"] == "restored"]
     assert restored[-1]["userFilesPutBack"] == ["README.md"]
+
+
+def test_recovery_that_cannot_tell_whose_change_it_is_stops_and_changes_nothing(
+    git_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, state = agent_project(git_repo, tmp_path, mode="delete")
+    first = start(repo)
+    wait_for(state / "agent", first)
+    kill(first)
+    after_the_run_died()
+    (repo / "mine.txt").write_bytes(b"written after the crash\n")  # the folder of the deletion changes too
+
+    assert do_one_task(repo, "--allow-dirty") == 4
+    assert "cannot tell whether the killed run of T-1 or you removed README.md" in capsys.readouterr().err
+    assert not (repo / "README.md").exists() and (repo / "mine.txt").read_bytes() == b"written after the crash\n"
+    assert (repo / "agent_scratch.md").exists()  # nothing was undone on a guess
 
 
 def test_a_kill_between_the_commit_and_the_index_leaves_nothing_stale(git_repo: Path, tmp_path: Path) -> None:
