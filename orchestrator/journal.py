@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +52,7 @@ class Journal:
     alive: float = 0.0  # wall-clock time of the last heartbeat
     process_groups: list[int] = field(default_factory=list)
     commit: dict[str, object] | None = None  # {"paths", "old", "new"} while committing
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def start(cls, project_dir: Path, task_id: str, subtask_id: str, base: str, root: Path,
@@ -77,6 +80,10 @@ class Journal:
                    body["userCopies"], body["ours"], alive, body["processGroups"], body.get("commit"))
 
     def save(self) -> None:
+        with self._lock:  # the heartbeat thread saves too: the last write holds the latest state
+            self._write()
+
+    def _write(self) -> None:
         body = {"taskId": self.task_id, "subtaskId": self.subtask_id, "base": self.base,
                 "userPaths": self.user_paths, "userCopies": self.user_copies, "ours": self.ours,
                 "alive": self.alive, "processGroups": self.process_groups, "commit": self.commit}
@@ -103,8 +110,9 @@ class Journal:
         self.beat()
 
     def add_process_group(self, pgid: int) -> None:
-        self.process_groups.append(pgid)
-        self.beat()
+        if pgid not in self.process_groups:
+            self.process_groups.append(pgid)
+            self.beat()
 
     def committing(self, paths: list[str], old: str, new: str) -> None:
         self.commit = {"paths": paths, "old": old, "new": new}
@@ -134,6 +142,33 @@ class Journal:
             for item in files.iterdir():
                 item.unlink()
             files.rmdir()
+
+
+class Heartbeat:
+    """A thread that keeps a journal's time of life fresh while a subtask runs.
+
+    A thread, not a task: it must beat while the event loop waits on a long executor call,
+    and it must never turn the loop's own exceptions into exception groups.
+    """
+
+    def __init__(self, journal: Journal, also: Callable[[], None] | None = None) -> None:
+        self.journal, self.also = journal, also
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="goldenloop-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self.journal.touch()
+            if self.also is not None:
+                self.also()
 
 
 def _nearest_folder(root: Path, target: Path) -> Path:

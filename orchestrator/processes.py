@@ -72,6 +72,10 @@ def in_session(sid: int) -> list[int]:
     return [pid for pid, _, session in _processes() if session == sid]
 
 
+def escaped_pids() -> set[int]:
+    return {pid for pid, _ in escaped()}
+
+
 def escaped() -> list[tuple[int, int]]:
     """(pid, session) of this process's children that left their command's session."""
     me, mine = os.getpid(), os.getsid(0)
@@ -79,9 +83,12 @@ def escaped() -> list[tuple[int, int]]:
             if ppid == me and sid != mine and sid not in live_sessions]
 
 
-def kill_escaped() -> list[int]:
-    """Kill (and reap) the children that escaped a command which has ended; their sessions."""
-    found = escaped()
+def kill_escaped(known: set[int] = frozenset()) -> list[int]:
+    """Kill (and reap) the children that escaped a command which has ended; their sessions.
+
+    `known`: pids that were already such children before the command started (not its own).
+    """
+    found = [(pid, sid) for pid, sid in escaped() if pid not in known]
     for pid, sid in found:
         kill_sessions([sid])
         try:

@@ -27,7 +27,7 @@ from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel
 
 from orchestrator.checks.settings import DEFAULT_OUTPUT_CAP, CheckSettings, Kind
-from orchestrator.processes import announce, kill_escaped, kill_sessions, live_sessions
+from orchestrator.processes import announce, escaped_pids, kill_escaped, kill_sessions, live_sessions
 from reflection.digest import Digest, estimate_tokens, make_digest
 from reflection.schema import FailureType
 
@@ -277,6 +277,7 @@ async def run_command(
     propagates.
     """
     started_at = time.monotonic()
+    strangers = escaped_pids()  # children in sessions of their own that are not this command's
     try:
         process = await anyio.open_process(
             ["/bin/sh", "-c", command],
@@ -309,7 +310,7 @@ async def run_command(
             await _kill_group(process)
             kill_sessions([process.pid])  # children that left the group, not the session
             live_sessions.discard(process.pid)
-            kill_escaped()  # children that left the session too (setsid)
+            kill_escaped(strangers)  # children that left the session too (setsid)
             await _drain(process, sink)
     timed_out = exit_code is None
     if timed_out:

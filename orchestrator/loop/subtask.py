@@ -28,7 +28,7 @@ from orchestrator.checks.preflight import Baseline
 from orchestrator.checks.verify import Verdict, verify
 from orchestrator.executors import ExecutionRequest, ExecutionResult
 from orchestrator.fileio import atomic_write
-from orchestrator.journal import HEARTBEAT_S, Journal
+from orchestrator.journal import Heartbeat, Journal
 from orchestrator.layout import Layout
 from orchestrator.loop.escalation import AttemptSnapshot, write_packet
 from orchestrator.loop.outcome import SubtaskResult
@@ -36,7 +36,7 @@ from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import AttemptOutcome, AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.loop.prompt import LastAttempt, attempt_prompt, start_over
 from orchestrator.loop.user_files import UserFiles
-from orchestrator.processes import escaped, session_started
+from orchestrator.processes import escaped, escaped_pids, session_started
 from orchestrator.tasks import Task
 from reflection.llm import ModelError
 from reflection.redact import redact
@@ -86,12 +86,11 @@ class SubtaskRun:
 
     async def run(self) -> SubtaskResult:
         await self.begin()
+        self.strangers = escaped_pids()  # not this subtask's: never recorded, never killed
         recording = session_started.set(self.journal.add_process_group)
         try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(self.heartbeat)
+            with Heartbeat(self.journal, also=self.record_escapees):
                 result = await self.attempts()
-                group.cancel_scope.cancel()
         finally:
             session_started.reset(recording)
         self.journal.end()
@@ -123,14 +122,11 @@ class SubtaskRun:
         self.subtask.dirty_before = sorted(dirty)
         self.save()
 
-    async def heartbeat(self) -> None:
-        """Keep the journal's time of life fresh: later writes are not this run's."""
-        while True:
-            await anyio.sleep(HEARTBEAT_S)
-            self.journal.touch()
-            for _, sid in escaped():  # a setsid child: recorded while it is still attributable
-                if sid not in self.journal.process_groups:
-                    self.journal.add_process_group(sid)
+    def record_escapees(self) -> None:
+        """A `setsid` child is recorded while it is still attributable (called by the heartbeat)."""
+        for pid, sid in escaped():
+            if pid not in self.strangers:
+                self.journal.add_process_group(sid)
 
     # -- one attempt ------------------------------------------------------------------
 
