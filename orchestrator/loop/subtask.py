@@ -72,6 +72,7 @@ class SubtaskRun:
         self.user_files = UserFiles(parts.repo.root, set())
         self.journal: Journal  # written by `begin`, before the first attempt
         self.config_bytes: bytes | None = None  # .openagents/project.json as the run read it
+        self.strangers: set[int] = set()  # processes already outside their session: not ours
         self.last: LastAttempt | None = None  # what the next prompt says about the last attempt
         self.changed: list[str] = []  # the tree's changes against the base; the next attempt's hints
         self.start: int | None = None  # the attempt whose tree the next attempt starts from; None: base
