@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
+from reflection.keys import key_is_set, known_key
 from reflection.litellm_setup import SCRIPTED_PREFIX, load_litellm
 from reflection.meter import Meter
 from reflection.text import english_list
@@ -435,16 +436,21 @@ def missing_api_key(model: str, *, api_base: str | None = None) -> str | None:
     """
     if api_base or model.startswith(_KEYLESS_PREFIXES):
         return None
-    litellm = load_litellm()
-    try:
-        missing = list(litellm.validate_environment(model).get("missing_keys") or [])
-    except Exception as exc:  # an unknown provider: nothing we can say about its keys
-        logger.debug("cannot check the environment for model %s: %s", model, exc)
-        return None
+    variable = known_key(model)  # a common provider: told without importing litellm
+    missing = ([] if key_is_set(variable) else [variable]) if variable else _missing_by_litellm(model)
     if not missing:
         return None
     verb = "is" if len(missing) == 1 else "are"
     return f"model {model!r} needs {english_list(missing)}, which {verb} not set."
+
+
+def _missing_by_litellm(model: str) -> list[str]:
+    litellm = load_litellm()
+    try:
+        return list(litellm.validate_environment(model).get("missing_keys") or [])
+    except Exception as exc:  # an unknown provider: nothing we can say about its keys
+        logger.debug("cannot check the environment for model %s: %s", model, exc)
+        return []
 
 
 def price_known(model: str) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from reflection.generate import generate_reflection
 from reflection.llm import ChatModel
 from reflection.prompts import format_for_prompt
 from reflection.redact import redact_data
@@ -40,6 +39,9 @@ class ReflectionService:
 
     async def generate(self, ctx: FailureContext) -> Reflection:
         """A reflection on one failed attempt; never raises for model trouble."""
+        # Only a failed attempt gets here: a run that passes never pays for this import.
+        from reflection.generate import generate_reflection
+
         previous = self.recent(ctx.subtask_id)
         return await generate_reflection(
             ctx, self.model, timeout_s=self.timeout_s, previous=previous

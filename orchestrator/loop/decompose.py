@@ -10,7 +10,6 @@ import logging
 
 from orchestrator.loop.plan import Subtask, SubtaskPlan, single_subtask_plan
 from orchestrator.tasks import Task
-from reflection.generate import extract_json
 from reflection.llm import ChatModel
 from reflection.redact import redact
 
@@ -59,6 +58,9 @@ async def decompose(task: Task, model: ChatModel | None, *, timeout_s: float) ->
 
 
 def _plan_from_reply(task: Task, text: str) -> SubtaskPlan:
+    # Only a planning call has a reply to read: a small task never pays for this import.
+    from reflection.generate import extract_json
+
     obj = extract_json(text)
     items = obj.get("subtasks") if obj else None
     if not isinstance(items, list) or not items:

@@ -317,6 +317,22 @@ def test_missing_api_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> 
     assert missing_api_key("gpt-4o") is None
 
 
+def test_known_providers_are_told_as_litellm_tells_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reflection.keys import _BY_PREFIX, _OPENAI_NAMES
+
+    models = sorted(_OPENAI_NAMES) + [prefix + "some-model" for prefix in _BY_PREFIX]
+    for variable in {"OPENAI_API_KEY", *_BY_PREFIX.values()}:
+        monkeypatch.delenv(variable, raising=False)
+    for model in models:
+        told_by_litellm = llm._missing_by_litellm(model)
+        assert len(told_by_litellm) == 1, model
+        assert missing_api_key(model) == f"model {model!r} needs {told_by_litellm[0]}, which is not set."
+    for variable in {"OPENAI_API_KEY", *_BY_PREFIX.values()}:
+        monkeypatch.setenv(variable, "")  # set, even empty, is set for litellm
+    for model in models:
+        assert missing_api_key(model) is None and llm._missing_by_litellm(model) == [], model
+
+
 def test_local_models_need_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OLLAMA_API_BASE", raising=False)
@@ -334,10 +350,13 @@ import reflection.llm as llm
 after_import = "litellm" in sys.modules
 llm.missing_api_key("scripted/x.json")
 after_scripted = "litellm" in sys.modules
-llm.missing_api_key("gpt-4o")
+llm.missing_api_key("gpt-4o")  # a known provider's key: told without litellm
+after_known = "litellm" in sys.modules
+llm.missing_api_key("azure/my-deployment")  # left to litellm
 print(json.dumps({
     "after_import": after_import,
     "after_scripted": after_scripted,
+    "after_known": after_known,
     "after_use": "litellm" in sys.modules,
     "cost_map": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"),
     "mode": os.environ.get("LITELLM_MODE"),
@@ -372,6 +391,6 @@ def test_litellm_loads_lazily_offline_and_ignores_dotenv(tmp_path: Path) -> None
     # Two fresh interpreters at once: one with our defaults, one where the user chose.
     defaults, chosen = _start_probe(tmp_path, {}), _start_probe(tmp_path, user_set)
 
-    lazy = {"after_import": False, "after_scripted": False, "after_use": True, "probe": None, "dotenv_switch": None}
+    lazy = {"after_import": False, "after_scripted": False, "after_known": False, "after_use": True, "probe": None, "dotenv_switch": None}
     assert _probe_result(defaults) == {**lazy, "cost_map": "True", "mode": "PRODUCTION"}
     assert _probe_result(chosen) == {**lazy, "cost_map": "true", "mode": "DEV"}

@@ -1,0 +1,284 @@
+"""What does a fresh `do-one-task` process cost against a shell script doing the same work?
+
+A tiny git repository with one trivial task and a command-executor config (the agent
+command writes a file, the test command is `true`, no model call can happen). In one
+launch, alternately (so load on the machine hits both alike), a fresh `do-one-task`
+process and a shell script doing the same edit, test command, `git add` and `git commit`
+run on a fresh copy of the repository. Prints the median CPU time (user + sys, children
+included, from os.wait4) of each and their ratio (target <= 8), the peak RSS of the
+goldenloop process (target <= 60 MiB), whether litellm was imported, the wall time of
+`--help` of each command (target < 0.3 s, no litellm), the time to report a missing API
+key (target < 0.5 s), and where the CPU time of one fresh run goes.
+
+    .venv/bin/python bench/startup_bench.py [--pairs 7] [--help-runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BIN = Path(sys.executable).parent  # the virtualenv's console scripts sit next to its python
+TEST_COMMAND = "true"  # the cheapest realistic check; the shell script runs the same
+AGENT_COMMAND = "test -s {prompt_file} && echo hello > hello.txt"
+TASK = {"id": "T-1", "status": "open", "title": "write hello.txt", "priority": 2,
+        "createdAt": "2026-01-01T00:00:00Z"}
+
+# The same edit, test command and commit by hand: what a user's script would do.
+SHELL_STEPS = r"""
+set -e
+cd "$1"
+echo hello > hello.txt
+true
+git add hello.txt
+git commit -q -m "T-1: write hello.txt"
+"""
+
+# A git that counts its runs in $GIT_COUNT_LOG (their CPU comes from the process's children).
+GIT_SHIM = """#!/bin/sh
+echo >> "$GIT_COUNT_LOG"
+exec {git} "$@"
+"""
+
+# do-one-task in-process, reporting its own CPU and its children's at exit (RUSAGE_CHILDREN:
+# the agent and test commands and every git process it waited for).
+SELF_AND_CHILDREN = """
+import atexit, json, resource, sys
+def report():
+    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    with open(sys.argv[1], "w") as out:
+        json.dump([own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime], out)
+atexit.register(report)
+from orchestrator.cli import do_one_task_main
+sys.exit(do_one_task_main(sys.argv[2:]))
+"""
+
+
+@dataclass
+class Usage:
+    cpu_s: float
+    maxrss_kib: int
+    code: int
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None, stderr: int | None = subprocess.DEVNULL) -> Usage:
+    """Run `cmd` to the end; its CPU time with every child it waited for, and its peak RSS."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
+    return Usage(ru.ru_utime + ru.ru_stime, ru.ru_maxrss, proc.returncode)
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def make_template(root: Path, config: dict) -> Path:
+    """A committed repository with one task and `config` as its project.json."""
+    repo = root / "template"
+    meta = repo / ".openagents"
+    meta.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "bench@example.invalid")
+    git(repo, "config", "user.name", "bench")
+    (repo / "README.md").write_text("bench\n")
+    (meta / "tasks.jsonl").write_text(json.dumps(TASK, separators=(",", ":")) + "\n")
+    (meta / "project.json").write_text(json.dumps(config))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+def command_config() -> dict:
+    """The command executor; decomposition off and heuristic reflections: no model call."""
+    return {"testCommands": [TEST_COMMAND], "decomposeMinChars": 0,
+            "executor": {"kind": "command", "command": AGENT_COMMAND},
+            "reflexion": {"useLLM": False}}
+
+
+def fresh_copy(template: Path, root: Path) -> Path:
+    """The repository as the template left it: every run starts from the same state."""
+    work = root / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(template, work, symlinks=True)
+    return work
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(extra)
+    return env
+
+
+# -- the paired runs ------------------------------------------------------------------
+
+
+def paired_runs(template: Path, root: Path, pairs: int) -> tuple[list[Usage], list[Usage]]:
+    ours, shell = [], []
+    for _ in range(pairs):
+        work = fresh_copy(template, root)
+        run = run_measured([str(BIN / "do-one-task"), "--dir", str(work)], clean_env())
+        assert run.code == 0, f"do-one-task exited {run.code}"
+        assert (work / "hello.txt").is_file()
+        ours.append(run)
+        work = fresh_copy(template, root)
+        run = run_measured(["bash", "-c", SHELL_STEPS, "steps", str(work)])
+        assert run.code == 0, f"the shell script exited {run.code}"
+        shell.append(run)
+    return ours, shell
+
+
+def litellm_imported(cmd: list[str], env: dict[str, str]) -> bool:
+    """Whether `cmd` (a python program) imported litellm, from its -X importtime lines."""
+    done = subprocess.run(cmd, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, capture_output=True, text=True)
+    return bool(re.search(r"\|\s+litellm$", done.stderr, re.M))
+
+
+# -- --help and the missing key -------------------------------------------------------
+
+
+def wall_times(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, env=env)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def missing_key(root: Path, runs: int) -> tuple[list[float], str, bool]:
+    """A builtin-executor config on gpt-4o-mini with no OPENAI_API_KEY: time to refuse."""
+    template = make_template(root / "key", {"testCommands": [TEST_COMMAND], "defaultModel": "gpt-4o-mini"})
+    cmd = [str(BIN / "do-one-task"), "--dir", str(template)]
+    env = clean_env()
+    times = wall_times(cmd, runs, env)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    message = f"exit {done.returncode}: {done.stderr.strip()}"
+    return times, message, litellm_imported(cmd, env)
+
+
+# -- where the time goes --------------------------------------------------------------
+
+
+def imported_modules(template: Path, root: Path) -> dict[str, float]:
+    """Module -> -X importtime self seconds, in one fresh run."""
+    work = fresh_copy(template, root)
+    done = subprocess.run([str(BIN / "do-one-task"), "--dir", str(work)], capture_output=True, text=True,
+                          env=clean_env(PYTHONPROFILEIMPORTTIME="1"))
+    found = {}
+    for line in done.stderr.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)$", line)
+        if m:
+            found[m.group(2)] = int(m.group(1)) / 1e6
+    return found
+
+
+def import_cpu(modules: list[str]) -> float:
+    """CPU seconds of importing `modules` in a fresh interpreter (the interpreter's start included)."""
+    code = "import importlib\nfor m in %r:\n    try: importlib.import_module(m)\n    except Exception: pass" % modules
+    return median_cpu([sys.executable, "-c", code])
+
+
+def self_and_children(template: Path, root: Path) -> tuple[float, float, int]:
+    """(CPU of the python process, CPU of its children, git processes) in one fresh run."""
+    shim_dir = root / "shim"
+    shim_dir.mkdir(exist_ok=True)
+    (shim_dir / "git").write_text(GIT_SHIM.format(git=shutil.which("git")))
+    (shim_dir / "git").chmod(0o755)
+    count, report = root / "git-count.log", root / "rusage.json"
+    count.unlink(missing_ok=True)
+    work = fresh_copy(template, root)
+    env = clean_env(PATH=f"{shim_dir}:{os.environ['PATH']}", GIT_COUNT_LOG=str(count))
+    assert run_measured([sys.executable, "-c", SELF_AND_CHILDREN, str(report), "--dir", str(work)], env).code == 0
+    gits = len(count.read_text().splitlines()) if count.exists() else 0
+    runs = []  # without the shim: its own processes would count as children
+    for _ in range(5):
+        work = fresh_copy(template, root)
+        assert run_measured([sys.executable, "-c", SELF_AND_CHILDREN, str(report), "--dir", str(work)],
+                            clean_env()).code == 0
+        runs.append(json.loads(report.read_text()))
+    own, kids = (statistics.median(r[i] for r in runs) for i in (0, 1))
+    return own, kids, gits
+
+
+def median_cpu(cmd: list[str], runs: int = 5) -> float:
+    return statistics.median(run_measured(cmd).cpu_s for _ in range(runs))
+
+
+def breakdown(template: Path, root: Path) -> list[tuple[str, float]]:
+    """Rows (what, CPU seconds) of one fresh run. Imports: the CPU of importing the run's
+    modules in a fresh interpreter, shared out by package in -X importtime's proportions."""
+    start = median_cpu([sys.executable, "-c", "pass"])
+    modules = imported_modules(template, root)
+    imports = max(import_cpu(list(modules)) - start, 0.0)
+    by_package: dict[str, float] = collections.defaultdict(float)
+    for name, seconds in modules.items():
+        by_package[name.split(".")[0]] += seconds
+    scale = imports / (sum(by_package.values()) or 1)
+    top = sorted(by_package.items(), key=lambda kv: -kv[1])
+    own, kids, gits = self_and_children(template, root)
+    commands = 3 * median_cpu(["sh", "-c", "true"])  # preflight, the agent, verify: each through sh
+    rows = [("python start (interpreter, site)", start)]
+    rows += [(f"import {name}", seconds * scale) for name, seconds in top[:8]]
+    rows.append((f"import, {len(top) - 8} other packages", sum(sec for _, sec in top[8:]) * scale))
+    rows.append(("goldenloop's own work (the rest of its CPU)", own - start - imports))
+    rows.append((f"git processes ({gits})", kids - commands))
+    rows.append(("agent and test commands (3 × sh -c)", commands))
+    return rows
+
+
+# -- the report -----------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=7)
+    parser.add_argument("--help-runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="goldenloop-startup-") as tmp:
+        root = Path(tmp)
+        template = make_template(root, command_config())
+        ours, shell = paired_runs(template, root, args.pairs)
+        run_litellm = litellm_imported([str(BIN / "do-one-task"), "--dir", str(fresh_copy(template, root))],
+                                       clean_env())
+        cpu_ours = statistics.median(u.cpu_s for u in ours)
+        cpu_shell = statistics.median(u.cpu_s for u in shell)
+        ratios = [a.cpu_s / b.cpu_s for a, b in zip(ours, shell, strict=True)]
+        rss = [u.maxrss_kib / 1024 for u in ours]
+        print(f"fresh do-one-task, command executor (median CPU of {args.pairs}): {cpu_ours * 1000:.0f} ms")
+        print(f"shell script, same edit, test and commit (median CPU): {cpu_shell * 1000:.0f} ms")
+        print(f"ratio of medians: {cpu_ours / cpu_shell:.1f}  (median of paired ratios "
+              f"{statistics.median(ratios):.1f}; target <= 8)")
+        print(f"peak RSS of do-one-task: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB "
+              "(target <= 60)")
+        print(f"litellm imported by the run: {'yes' if run_litellm else 'no'}")
+        for command in ("do-one-task", "overnight"):
+            cmd = [str(BIN / command), "--help"]
+            times = wall_times(cmd, args.help_runs)
+            print(f"{command} --help wall time: median {statistics.median(times) * 1000:.0f} ms, "
+                  f"max {max(times) * 1000:.0f} ms, litellm imported: "
+                  f"{'yes' if litellm_imported(cmd, dict(os.environ)) else 'no'}  (target < 300 ms, no)")
+        times, message, key_litellm = missing_key(root, args.help_runs)
+        print(f"missing API key reported in: median {statistics.median(times) * 1000:.0f} ms, "
+              f"max {max(times) * 1000:.0f} ms, litellm imported: {'yes' if key_litellm else 'no'} "
+              "(target < 500 ms)")
+        print(f"  {message}")
+        rows = breakdown(template, root)
+        print(f"\nwhere the CPU time of one fresh run goes (total {sum(s for _, s in rows) * 1000:.0f} ms):")
+        for what, seconds in rows:
+            print(f"  {what:<46} {seconds * 1000:6.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
