@@ -9,20 +9,24 @@ in a `UserError` carrying one sentence and an exit code.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.budget import BudgetExceeded, SpendLimit, combine
 from orchestrator.checks.convergence import StopReason
 from orchestrator.config import ConfigError, ProjectConfig, load_config
-from orchestrator.executors import BuiltinExecutor, CommandExecutor, Executor
-from orchestrator.executors.format_choice import FormatChooser, FormatHistory, format_for_model
+from orchestrator.executors.base import Executor
 from orchestrator.fileio import LockTimeout
 from orchestrator.journal import SLACK_S, Journal
 from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
+from orchestrator.loop.decompose import is_small
 from orchestrator.loop.golden import GoldenLoop
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.loop.parts import LoopParts
@@ -36,6 +40,9 @@ from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, preload_lit
 from reflection.meter import Meter
 from reflection.service import ReflectionService
 from reflection.store import JsonlReflectionStore
+
+if TYPE_CHECKING:
+    from orchestrator.executors.format_choice import FormatChooser
 
 EXIT_DONE, EXIT_BLOCKED, EXIT_USAGE, EXIT_NO_TASK, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
@@ -93,6 +100,7 @@ class ProjectSession:
             self.runlog.attach(self.project_dir)  # a usable project, and ours: its run log may be written
             self.notices.extend(self.board.warnings)
             self.recover()
+            self._prune_memory()
         except BaseException:
             self.close()
             raise
@@ -144,7 +152,7 @@ class ProjectSession:
         )
 
     def _in_progress(self) -> list[Task]:
-        return [t for t in self.board.tasks() if t.status == "in_progress"]
+        return self.board.with_status("in_progress")
 
     def _stop_leftover_processes(self) -> None:
         """Kill whatever a killed run's attempt left running (its sessions are in the journal)."""
@@ -192,6 +200,13 @@ class ProjectSession:
             names.append(self.resolve_model(c.reflection_model))
         return list(dict.fromkeys(names))
 
+    def may_call_model(self, task: Task) -> bool:
+        """Whether running `task` can make a model call: the builtin executor, a planning
+        call (a task long enough to be decomposed) or a model's reflections."""
+        c = self.config
+        plans = c.decompose_min_chars > 0 and not is_small(task, c.decompose_min_chars)
+        return c.executor.kind == "builtin" or plans or (c.reflexion.enabled and c.reflexion.use_llm)
+
     def _check_api_keys(self) -> None:
         for name in self.models_in_use():
             problem = missing_api_key(name)
@@ -204,6 +219,14 @@ class ProjectSession:
         if name.startswith(prefix) and not Path(name[len(prefix) :]).is_absolute():
             return prefix + str(self.project_dir / name[len(prefix) :])
         return name
+
+    def _prune_memory(self) -> None:
+        removed = apply_retention(self.project_dir, self.config.reflexion.retention_days)
+        if removed:
+            self.notices.append(
+                f"removed {removed} reflection(s) older than {self.config.reflexion.retention_days} "
+                "days (reflexion.retentionDays)"
+            )
 
     def _take_lock(self) -> None:
         lock = AgentLock(self.project_dir)
@@ -235,9 +258,7 @@ class ProjectSession:
     def recover(self) -> list[str]:
         """Put back what a killed or interrupted run left: trees restored, tasks reopened."""
         recovered = []
-        for task in self.board.tasks():
-            if task.status != "in_progress":
-                continue
+        for task in self.board.with_status("in_progress"):
             self.restore_task(task)
             recovered.append(task.id)
         if recovered:
@@ -334,7 +355,7 @@ class ProjectSession:
             return task
         if task.status in ("closed", "blocked"):
             raise UserError(f"task {task_id} is {task.status}, not ready", EXIT_NO_TASK)
-        status = {t.id: t.status for t in self.board.tasks()}
+        status = self.board.statuses()
         waiting = [d.id for d in task.deps if d.type in ("blocks", "parent-child") and status.get(d.id) != "closed"]
         raise UserError(f"task {task_id} is waiting for {', '.join(waiting)} to be closed", EXIT_NO_TASK)
 
@@ -353,8 +374,6 @@ class ProjectSession:
         model call reserves its worst case in all of them; each attempt asks them first."""
         c, runlog = self.config, self.runlog
         assert runlog is not None
-        if self.models_in_use():  # the import takes seconds: start it while the checks run
-            preload_litellm()
         meters = [task_meter, self.run_meter]
         task_limit = self._task_limit(task_meter)
         ledgers = [limit for limit in (task_limit, *limits) if limit is not None]
@@ -365,16 +384,7 @@ class ProjectSession:
 
         model = metered(c.default_model, "execute")
         planner = metered(c.default_model, "decompose")
-        executor: Executor
-        if c.executor.kind == "command":
-            executor = CommandExecutor(c.executor.command or "", timeout_s=c.executor.timeout_seconds)
-        else:
-            executor = BuiltinExecutor(
-                model,
-                max_context_bytes=c.executor.max_context_bytes,
-                timeout_s=c.timeouts.model_seconds,
-                formats=self._format_chooser(model.name),
-            )
+        executor = self._executor(model)
         service = None
         if c.reflexion.enabled:
             reflector = metered(c.reflection_model, "reflect")
@@ -400,7 +410,25 @@ class ProjectSession:
         )
         return GoldenLoop(parts)
 
+    def _executor(self, model: MeteredModel) -> Executor:
+        # Each executor imported only when chosen: the builtin one loads the edit parsers.
+        c = self.config
+        if c.executor.kind == "command":
+            from orchestrator.executors.command import CommandExecutor
+
+            return CommandExecutor(c.executor.command or "", timeout_s=c.executor.timeout_seconds)
+        from orchestrator.executors.builtin import BuiltinExecutor
+
+        return BuiltinExecutor(
+            model,
+            max_context_bytes=c.executor.max_context_bytes,
+            timeout_s=c.timeouts.model_seconds,
+            formats=self._format_chooser(model.name),
+        )
+
     def _format_chooser(self, model: str) -> FormatChooser:
+        from orchestrator.executors.format_choice import FormatChooser, FormatHistory, format_for_model
+
         e = self.config.executor
         setting = format_for_model(e.edit_format, e.edit_format_by_model, model)
         return FormatChooser(setting, model, FormatHistory.for_project(self.project_dir))
@@ -436,6 +464,8 @@ class ProjectSession:
         spending ledgers (see `build_loop`).
         """
         meter, started = Meter(), time.monotonic()
+        if self.may_call_model(task):  # the import takes seconds: start it while the checks run
+            preload_litellm()
         loop = self.build_loop(meter, repo, limits)
         try:
             outcome = await loop.run_task(task)
@@ -466,7 +496,7 @@ class ProjectSession:
         paths = [
             p
             for p in self.repo.dirty_paths(ignore="\0")
-            if p.startswith(OPENAGENTS) and not p.endswith(".lock")
+            if p.startswith(OPENAGENTS) and not p.endswith(".lock") and not _is_memory(p)
         ]
         if not paths:
             return None
@@ -501,14 +531,50 @@ progress.md
 worktrees/
 """
 
+# The reflections are a cache of lessons, append-only and unbounded: committing them with
+# every task's bookkeeping made git hash the whole file per task (seconds at 1M records)
+# and kept a full copy per version in history. They stay on disk, pruned by
+# reflexion.retentionDays (docs/ARCHITECTURE.md, "Files").
+MEMORY_IGNORE = "memory/reflections.jsonl*\nmemory/.pruned\n"
+
 
 def ensure_runtime_ignored(project_dir: Path) -> None:
-    """Keep locks, run logs and progress out of git; tasks, plans, memory and
+    """Keep locks, run logs, progress and the reflections out of git; tasks, plans and
     escalations stay versioned with the code they describe."""
     path = Layout(project_dir).gitignore
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(RUNTIME_IGNORE)
+        path.write_text(RUNTIME_IGNORE + MEMORY_IGNORE)
+        return
+    text = path.read_text()
+    if "memory/reflections.jsonl" not in text:  # a project from before memory left git
+        path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + MEMORY_IGNORE)
+
+
+RETENTION_EVERY_S = 24 * 3600  # pruning reads the whole memory: at most once a day
+
+
+def apply_retention(project_dir: Path, retention_days: int, now: float | None = None) -> int | None:
+    """Drop reflections older than `retention_days`, at most once a day (the mtime of
+    `memory/.pruned` says when it last ran); how many went, None when not due."""
+    layout = Layout(project_dir)
+    marker = layout.reflections.with_name(".pruned")
+    now = time.time() if now is None else now
+    if not layout.reflections.exists():
+        return None
+    with contextlib.suppress(FileNotFoundError):
+        if now - marker.stat().st_mtime < RETENTION_EVERY_S:
+            return None
+    with JsonlReflectionStore(layout.reflections) as store:  # prunes under the store's lock
+        removed = store.prune(datetime.fromtimestamp(now, UTC) - timedelta(days=retention_days))
+    marker.touch()
+    os.utime(marker, (now, now))
+    return removed
+
+
+def _is_memory(path: str) -> bool:
+    """The reflections (a project from before they left git may still track them)."""
+    return path.startswith(f"{OPENAGENTS}memory/reflections.jsonl") or path == f"{OPENAGENTS}memory/.pruned"
 
 
 def _call(make, exit_code: int):

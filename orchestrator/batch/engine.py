@@ -261,7 +261,7 @@ class RepoRun:
 
     def clean_stale_worktrees(self) -> None:
         assert self.worktrees is not None
-        kept = {t.id for t in self.session.board.tasks() if t.status == "blocked"}
+        kept = {t.id for t in self.session.board.with_status("blocked")}
         removed = self.worktrees.clean_stale({f"goldenloop/{k}" for k in kept})
         if removed:
             self.session.notices.append(f"removed {len(removed)} worktree(s) left by a crashed run")

@@ -1,0 +1,210 @@
+"""Does a run stay as fast with a big backlog or a big memory as with a small one?
+
+Two paired comparisons, each in this one process (the scripted model, `do-one-task`
+in-process as bench/loop_bench.py runs it), the two repositories taking turns task by
+task so that a busy machine slows both alike; medians of the per-task wall times:
+
+- backlog: `tasks.jsonl` with 100 tasks vs 100,000 (all but the ones run closed). A
+  `do-one-task` run's wall time is its start-up plus the task, so the ratio covers both
+  (target <= 1.5). Peak memory of one such run, in a fresh process, against the file's
+  size (target <= 2x).
+- memory: `memory/reflections.jsonl` empty vs 1,000,000 records (committed, as earlier
+  bookkeeping commits left them). Every task fails its first attempt, gets one heuristic
+  reflection and passes its retry (target <= 1.2).
+
+    .venv/bin/python bench/scale_bench.py [--tasks 10] [--backlog 100000] [--records 1000000]
+        [--only backlog|memory]
+
+Everything happens in a temp dir that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a plain checkout works too
+
+from benchkit import backlog_repo, git  # noqa: E402
+
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def close_all_but(repo: Path, open_tasks: int) -> int:
+    """Close every task after the first `open_tasks` (a long-lived backlog); its size."""
+    path = repo / ".openagents" / "tasks.jsonl"
+    lines = path.read_bytes().splitlines()
+    out = []
+    for n, line in enumerate(lines):
+        task = orjson.loads(line)
+        task["createdAt"] = (BASE + timedelta(seconds=n)).isoformat().replace("+00:00", "Z")
+        if n >= open_tasks:
+            task.update(status="closed", closedAt="2026-01-02T00:00:00Z", closeReason="done",
+                        commits=["0" * 40])
+        out.append(orjson.dumps(task))
+    path.write_bytes(b"\n".join(out) + b"\n")
+    # Only the open tasks' replies: the scripted model tries every entry's regex per call,
+    # which with 100k entries would time the script, not goldenloop.
+    script = repo / ".openagents" / "script.json"
+    replies = json.loads(script.read_text())["replies"][:open_tasks]
+    script.write_text(json.dumps({"replies": replies}))
+    git(repo, "commit", "-q", "-am", "a long backlog")
+    return path.stat().st_size
+
+
+def retry_repo(repo: Path, tasks: int, marker: Path) -> Path:
+    """Tasks whose first attempt fails (the marker's test) and whose retry passes."""
+    backlog_repo(repo, tasks, f"test -e {marker} || {{ touch {marker}; exit 1; }}", preflight=False)
+    meta = repo / ".openagents"
+    replies = []
+    for n in range(tasks):
+        wrong = f"mod_{n}.py\n<<<<<<< FILE\nVALUE_{n} = None\n>>>>>>> FILE\n"
+        right = f"mod_{n}.py\n<<<<<<< FILE\nVALUE_{n} = {n}\n>>>>>>> FILE\n"
+        replies += [{"match": f"Task T-{n}:", "reply": wrong},  # first in file order: attempt 1
+                    {"match": f"Task T-{n}:", "reply": right}]
+    (meta / "script.json").write_text(json.dumps({"replies": replies}))
+    config = json.loads((meta / "project.json").read_text())
+    config["reflexion"] = {"useLLM": False}
+    config["retry"] = {"preflight": False, "flakyReruns": 0}
+    (meta / "project.json").write_text(json.dumps(config))
+    git(repo, "commit", "-q", "-am", "retry scenario")
+    return repo
+
+
+def fill_memory(repo: Path, records: int) -> int:
+    """`records` reflections of other subtasks, a day old, committed; the file's size."""
+    path = repo / ".openagents" / "memory" / "reflections.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = (datetime.now(UTC) - timedelta(days=1)).isoformat().replace("+00:00", "Z")
+    body = {"sessionId": "old-run", "attemptNumber": 1, "category": "root_cause",
+            "analysis": "The parser drops the last field when the input has no trailing newline.",
+            "suggestion": "Flush the pending field after the loop.", "actionItems": ["Handle EOF"],
+            "confidence": 0.7, "failureType": "test_failure", "errorSignature": "9f1c2e7ab4d05a11",
+            "filesModified": ["src/parser.py"], "source": "heuristic", "createdAt": created}
+    with path.open("wb") as out:
+        for n in range(records):
+            out.write(orjson.dumps({"id": f"r-{n}", "taskId": f"OLD-{n // 4}",
+                                    "subtaskId": f"OLD-{n // 4}", **body}) + b"\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "earlier memory")
+    return path.stat().st_size
+
+
+def one_task(repo: Path, marker: Path | None = None) -> float:
+    from orchestrator.cli import do_one_task_main
+
+    if marker is not None:
+        marker.unlink(missing_ok=True)
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = do_one_task_main(["--dir", str(repo)])
+    seconds = time.perf_counter() - start
+    assert code == 0, f"do-one-task exited {code} in {repo}"
+    return seconds
+
+
+def paired(a: Path, b: Path, tasks: int, marks: tuple[Path | None, Path | None] = (None, None)) -> tuple[list[float], list[float]]:
+    """Per-task times of a and b, taking turns (b first every other time)."""
+    ta, tb = [], []
+    for n in range(tasks):
+        if n % 2:
+            tb.append(one_task(b, marks[1]))
+            ta.append(one_task(a, marks[0]))
+        else:
+            ta.append(one_task(a, marks[0]))
+            tb.append(one_task(b, marks[1]))
+    return ta, tb
+
+
+PEAK_CHILD = r"""
+import contextlib, io, sys
+from orchestrator.cli import do_one_task_main
+def run(repo):
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert do_one_task_main(["--dir", repo]) == 0
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+run(sys.argv[1])  # warm-up: imports, litellm, caches
+open("/proc/self/clear_refs", "w").write("5")  # resets the peak (VmHWM)
+before = status("VmRSS")
+run(sys.argv[2])
+print(status("VmHWM") - before)
+"""
+
+
+def peak_growth(warm: Path, repo: Path) -> int:
+    """Bytes the peak RSS of a fresh process grew by during one run on repo."""
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", PEAK_CHILD, str(warm), str(repo)], cwd=root,
+                         check=True, capture_output=True, text=True)
+    return int(out.stdout.split()[-1])
+
+
+def bench_backlog(tmp: Path, tasks: int, size: int) -> None:
+    small = backlog_repo(tmp / "small", 100, "true")
+    close_all_but(small, tasks + 4)
+    big = backlog_repo(tmp / "big", size, "true")
+    file_size = close_all_but(big, tasks + 4)
+    one_task(small)  # warm-up: imports, litellm
+    one_task(big)
+    ts, tb = paired(small, big, tasks)
+    ms, mb = statistics.median(ts), statistics.median(tb)
+    print(f"backlog: do-one-task with 100 tasks, median of {tasks}: {ms * 1000:.0f} ms")
+    print(f"backlog: do-one-task with {size:,} tasks, median of {tasks}: {mb * 1000:.0f} ms")
+    print(f"backlog: ratio {mb / ms:.2f}  (target <= 1.5); "
+          f"per-pair ratios {', '.join(f'{b / a:.2f}' for a, b in zip(ts, tb))}")
+    warm = backlog_repo(tmp / "warm", 2, "true")
+    grown = peak_growth(warm, big)
+    print(f"backlog: peak memory growth of a run {grown / 2**20:.1f} MiB, file "
+          f"{file_size / 2**20:.1f} MiB, {grown / file_size:.2f}x  (target <= 2x)")
+
+
+def bench_memory(tmp: Path, tasks: int, records: int) -> None:
+    marks = (tmp / "pass-empty", tmp / "pass-full")
+    empty = retry_repo(tmp / "empty", tasks + 1, marks[0])
+    full = retry_repo(tmp / "full", tasks + 1, marks[1])
+    start = time.perf_counter()
+    size = fill_memory(full, records)
+    print(f"memory: {records:,} records, {size / 2**20:.0f} MiB, written and committed in "
+          f"{time.perf_counter() - start:.1f} s")
+    one_task(empty, marks[0])  # warm-up
+    te, tf = paired(empty, full, tasks, marks)
+    me, mf = statistics.median(te), statistics.median(tf)
+    print(f"memory: a task with one retry, empty memory, median of {tasks}: {me * 1000:.0f} ms")
+    print(f"memory: the same with {records:,} records: {mf * 1000:.0f} ms")
+    print(f"memory: ratio {mf / me:.2f}  (target <= 1.2); "
+          f"per-pair ratios {', '.join(f'{b / a:.2f}' for a, b in zip(te, tf))}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=10, help="tasks timed per repository")
+    parser.add_argument("--backlog", type=int, default=100_000)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--only", choices=["backlog", "memory"])
+    args = parser.parse_args()
+    from reflection.scripted import register_scripted_provider
+
+    register_scripted_provider()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.only != "memory":
+            bench_backlog(Path(tmp), args.tasks, args.backlog)
+        if args.only != "backlog":
+            bench_memory(Path(tmp), args.tasks, args.records)
+
+
+if __name__ == "__main__":
+    main()
