@@ -200,6 +200,75 @@ def _line_batches(fd: int, pos: int, end: int) -> Iterator[tuple[int, list[bytes
         size = _CHUNK
 
 
+_FIRST_SPAN = 64 << 10  # recent() reads back from the end this much first, then more
+
+
+def _end_of_last_line(fd: int, size: int) -> int:
+    """The offset just after the last `\\n` of fd's first `size` bytes; 0 if none."""
+    hi = size
+    while hi > 0:
+        lo = max(0, hi - _FIRST_SPAN)
+        cut = os.pread(fd, hi - lo, lo).rfind(b"\n")
+        if cut >= 0:
+            return lo + cut + 1
+        hi = lo
+    return 0
+
+
+def _regions_backwards(fd: int, size: int) -> Iterator[tuple[int, bytes]]:
+    """Runs of complete lines of fd, from its end back to its start: (offset, bytes).
+
+    Each run starts where a line starts and ends with that run's last `\\n`; the bytes
+    after the file's last `\\n` are not returned. Runs grow from 64 KiB to `_CHUNK`.
+    """
+    hi, span = _end_of_last_line(fd, size), _FIRST_SPAN
+    while hi > 0:  # hi: just after a `\\n`; everything from hi on has been returned
+        lo = max(0, hi - span)
+        chunk = os.pread(fd, hi - lo, lo)
+        if len(chunk) < hi - lo:
+            return  # the file shrank under us (truncated in place): stop where we are
+        if lo == 0:
+            yield 0, chunk
+            return
+        first = chunk.find(b"\n")
+        if first == len(chunk) - 1:
+            span *= 2  # no line starts in this run: one line longer than it, read more
+            continue
+        yield lo + first + 1, chunk[first + 1 :]
+        hi, span = lo + first + 1, min(span * 2, _CHUNK)
+
+
+def _candidates(region: bytes, needle: bytes | None) -> Iterator[tuple[int, bytes]]:
+    """The lines of region (which ends with `\\n`) that may be records of one subtask,
+    last first: (offset in region, line without `\\n`).
+
+    needle is the subtask id as orjson writes it, quotes included. Without `\\u` or `\\/`
+    a JSON string has one spelling only (the short escapes are the ones orjson writes),
+    so a line whose subtaskId is that id contains needle; a line with either escape may
+    spell it otherwise and is a candidate too. needle None: every line is one.
+    """
+    if needle is None:
+        lines, starts, pos = region[:-1].split(b"\n"), [], 0
+        for line in lines:
+            starts.append(pos)
+            pos += len(line) + 1
+        yield from zip(reversed(starts), reversed(lines))
+        return
+    patterns = [needle, b"\\u", b"\\/"] if b"\\" in region else [needle]
+    where = [region.rfind(p) for p in patterns]  # the last hit of each, before `end`
+    end = len(region)
+    while True:
+        for i, pattern in enumerate(patterns):
+            if where[i] >= end:
+                where[i] = region.rfind(pattern, 0, end)
+        hit = max(where)
+        if hit < 0:
+            return
+        start = region.rfind(b"\n", 0, hit) + 1
+        yield start, region[start : region.find(b"\n", hit)]
+        end = start
+
+
 def _load(line: bytes) -> Any:
     try:
         return orjson.loads(line)
@@ -281,6 +350,8 @@ class JsonlReflectionStore:
         self._handles = _Handles()
         self._finalizer = weakref.finalize(self, self._handles.close)
         self._reported: set[tuple[int, int]] = set()  # (hash of line, nth copy) warned about
+        # Records recent() found invalid without the index: (file identity, offset, subtask).
+        self._invalid_at: set[tuple[tuple[int, int], int, str]] = set()
         self._reset()
 
     @classmethod
@@ -369,22 +440,74 @@ class JsonlReflectionStore:
         if limit <= 0:
             return []
         with self._mutex:
-            self._refresh()
-            ranges, fd = self._index.get(subtask_id), self._handles.read_fd
-            if not ranges or fd is None:
+            try:
+                st = os.stat(self._path)
+            except FileNotFoundError:
                 return []
-            found: list[Reflection] = []
-            for i in range(len(ranges) - 2, -1, -2):  # newest last in the file: walk back
-                start, end = ranges[i], ranges[i + 1]
-                record = self._materialize(os.pread(fd, end - start, start), start)
-                if record is None:
-                    del ranges[i : i + 2]  # only entries before i remain to visit
-                    self._count -= 1
+            if self._identity == (st.st_dev, st.st_ino) and st.st_size >= self._end:
+                return self._recent_indexed(subtask_id, limit)  # count/iterate built it
+            try:
+                fd = os.open(self._path, os.O_RDONLY)
+            except FileNotFoundError:
+                return []
+            try:
+                return self._recent_backwards(fd, subtask_id, limit)
+            finally:
+                os.close(fd)
+
+    def _recent_indexed(self, subtask_id: str, limit: int) -> list[Reflection]:
+        """recent() from the index, brought up to date first (caller holds the mutex)."""
+        self._refresh()
+        ranges, fd = self._index.get(subtask_id), self._handles.read_fd
+        if not ranges or fd is None:
+            return []
+        found: list[Reflection] = []
+        for i in range(len(ranges) - 2, -1, -2):  # newest last in the file: walk back
+            start, end = ranges[i], ranges[i + 1]
+            record = self._materialize(os.pread(fd, end - start, start), start)
+            if record is None:
+                del ranges[i : i + 2]  # only entries before i remain to visit
+                self._count -= 1
+                continue
+            found.append(record)
+            if len(found) == limit:
+                break
+        return found
+
+    def _recent_backwards(self, fd: int, subtask_id: str, limit: int) -> list[Reflection]:
+        """recent() without the index: fd read from its end until `limit` records are found.
+
+        Only lines that can name the subtask are parsed (`_candidates`). Bytes after the
+        last `\\n` are left alone, as the index leaves them (maybe a write in progress).
+        """
+        st = os.fstat(fd)
+        identity = (st.st_dev, st.st_ino)
+        try:
+            needle: bytes | None = orjson.dumps(subtask_id)
+        except orjson.JSONEncodeError:
+            needle = None  # cannot be written as JSON: look at every line all the same
+        found: list[Reflection] = []
+        for base, region in _regions_backwards(fd, st.st_size):
+            for start, line in _candidates(region, needle):
+                obj = _load(line)
+                if not _is_record(obj):
+                    if line.strip():
+                        self._report_unread(line, base + start, _why_not_record(obj))
+                    continue
+                if obj["subtaskId"] != subtask_id:
+                    continue
+                try:
+                    record = Reflection.model_validate(obj)
+                except ValidationError as exc:
+                    self._report_invalid(line, base + start, exc)
+                    self._invalid_at.add((identity, base + start, subtask_id))
+                    if identity == self._identity:
+                        self._forget(subtask_id, base + start)
                     continue
                 found.append(record)
                 if len(found) == limit:
-                    break
-            return found
+                    return found
+        return found
 
     def iterate(self) -> Iterator[Reflection]:
         with self._mutex:
@@ -457,7 +580,11 @@ class JsonlReflectionStore:
         if (st.st_dev, st.st_ino) != self._identity or size < self._end:
             size = self._reopen()
         if size > self._end:
+            start = self._end
             self._scan(size)
+            for identity, offset, sid in self._invalid_at:
+                if identity == self._identity and start <= offset < self._end:
+                    self._forget(sid, offset)  # recent() met it: uncounted, as it would be
 
     def _reopen(self) -> int:
         """Start over on whatever file is at the path now; return its size."""
@@ -470,6 +597,7 @@ class JsonlReflectionStore:
         self._handles.read_fd = fd
         st = os.fstat(fd)
         self._identity = (st.st_dev, st.st_ino)
+        self._invalid_at = {e for e in self._invalid_at if e[0] == self._identity}
         return st.st_size
 
     def _scan(self, size: int) -> None:
@@ -530,8 +658,20 @@ class JsonlReflectionStore:
         self._copies[key] = nth
         if (key, nth) in self._reported:
             return  # seen before this index was rebuilt (after a prune)
+        if nth == 1 and (key, -1) in self._reported:  # recent() reported it already
+            self._reported.discard((key, -1))
+            self._reported.add((key, nth))
+            return
         self._reported.add((key, nth))
         log.warning("%s:%d: skipping a line that is %s", self._path, line_no, reason)
+
+    def _report_unread(self, line: bytes, start: int, reason: str) -> None:
+        """A line recent() met without the index (no line number): once per store."""
+        key = hash(line)
+        if (key, -1) in self._reported or (key, 1) in self._reported:
+            return
+        self._reported.add((key, -1))  # -1: taken over by _report_line as the first copy
+        log.warning("%s: skipping the line at byte %d that is %s", self._path, start, reason)
 
     def _report_invalid(self, line: bytes, start: int, exc: Exception) -> None:
         key = (hash(line), 0)  # 0: values that fail validation, distinct from bad lines

@@ -424,3 +424,101 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# -- recent() without the index: the file read from its end ------------------------------
+
+
+def _write(path: Path, reflections: list[Reflection]) -> None:
+    path.write_bytes(b"".join(r.to_json_line() for r in reflections))
+
+
+def test_recent_reads_back_past_many_records_of_other_subtasks(tmp_path: Path) -> None:
+    path = tmp_path / "reflections.jsonl"
+    before = [make(f"old-{i // 4}", i + 1) for i in range(20_000)]
+    mine = [make("sub-x", i) for i in (1, 2, 3, 4)]
+    after = [make(f"new-{i // 4}", i + 1) for i in range(20_000)]
+    _write(path, [*before, mine[0], mine[1], *after[:5], mine[2], mine[3], *after])
+    assert path.stat().st_size > 8 << 20  # more than one run of reading back
+
+    store = JsonlReflectionStore(path)
+    assert [r.attempt_number for r in store.recent("sub-x", 3)] == [4, 3, 2]
+    assert [r.attempt_number for r in store.recent("sub-x", 10)] == [4, 3, 2, 1]
+    assert store.recent("old-0", 10) == before[:4][::-1]
+    assert store.recent("new-4999") == after[-4:][::-1][:3]
+    assert store.recent("nowhere") == []
+    assert store.count() == 40_009  # the index, built now, agrees
+    assert [r.attempt_number for r in store.recent("sub-x", 10)] == [4, 3, 2, 1]
+
+
+def test_recent_finds_a_record_far_from_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "reflections.jsonl"
+    far = make("sub-far", 1)
+    _write(path, [make("other", 1), far, *(make(f"sub-{i}", i + 1) for i in range(30_000))])
+    assert JsonlReflectionStore(path).recent("sub-far") == [far]
+
+
+def test_recent_skips_a_torn_last_line_without_the_index(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "reflections.jsonl"
+    kept = [make(attempt=1), make("other", 1), make(attempt=2)]
+    torn = make(attempt=3).to_json_line()[:150]
+    assert b'"subtaskId":"sub-1"' in torn  # so recent() reads it
+    path.write_bytes(b"".join(r.to_json_line() for r in kept) + torn)
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+
+    store = JsonlReflectionStore(path)
+    assert [r.attempt_number for r in store.recent("sub-1", 5)] == [2, 1]
+    assert warnings_of(caplog) == []  # may be a write in progress
+
+    JsonlReflectionStore(path).append(make(attempt=4))  # ends the torn line
+    assert [r.attempt_number for r in store.recent("sub-1", 5)] == [4, 2, 1]
+    (warning,) = warnings_of(caplog)
+    assert "byte" in warning and "not valid JSON" in warning
+    assert store.count() == 4 and store.skipped_lines == 1  # the index does not warn again
+    assert len(warnings_of(caplog)) == 1
+
+
+def test_recent_without_the_index_reads_as_the_index_does(tmp_path: Path) -> None:
+    path = tmp_path / "reflections.jsonl"
+    r1, r2, r3 = make(attempt=1), make(attempt=2), make(attempt=3)
+    escaped = orjson.dumps(make(attempt=4).to_dict() | {"subtaskId": "x"}).replace(
+        b'"subtaskId":"x"', b'"subtaskId":"\\u0073ub-1"'
+    )
+    slashed = orjson.dumps(make("a/b", 5).to_dict()).replace(b"a/b", b"a\\/b")
+    extra = orjson.dumps(make(attempt=6).to_dict() | {"reviewer": "ana"})
+    missing = orjson.dumps({k: v for k, v in make(attempt=7).to_dict().items() if k != "id"})
+    invalid = orjson.dumps(make(attempt=8).to_dict() | {"confidence": 7})
+    long_line = orjson.dumps(make(attempt=9).to_dict() | {"pad": "z" * (9 << 20)})
+    body = b"\n".join([
+        r1.to_json_line().rstrip(), b"{not json", escaped, r2.to_json_line().rstrip(), slashed,
+        long_line, b"", extra, missing, r2.to_json_line().rstrip(), invalid, r3.to_json_line().rstrip()
+    ]) + b"\n"  # fmt: skip
+    path.write_bytes(body)
+
+    def attempts(store: JsonlReflectionStore, sid: str) -> list[int]:
+        return [r.attempt_number for r in store.recent(sid, 20)]
+
+    backwards = JsonlReflectionStore(path)
+    assert attempts(backwards, "sub-1") == [3, 2, 6, 9, 2, 4, 1]  # duplicate r2 twice
+    assert attempts(backwards, "a/b") == [5]
+    assert backwards.recent("sub-1", 20)[2].model_extra == {"reviewer": "ana"}
+    indexed = JsonlReflectionStore(path)
+    assert indexed.count() == 9
+    for sid in ("sub-1", "a/b", "nowhere"):
+        assert attempts(indexed, sid) == attempts(JsonlReflectionStore(path), sid)
+    assert backwards.count() == 8  # the invalid record it met is not counted, as before
+    assert [r.attempt_number for r in backwards.recent("sub-1", 2)] == [3, 2]
+
+
+def test_recent_without_the_index_follows_a_pruned_file(tmp_path: Path) -> None:
+    path = tmp_path / "reflections.jsonl"
+    long_ago = datetime.now(UTC) - timedelta(days=90)
+    _write(path, [make(attempt=1, created_at=long_ago), make(attempt=2), make("o", 1)])
+    store = JsonlReflectionStore(path)
+    assert [r.attempt_number for r in store.recent("sub-1")] == [2, 1]
+    assert JsonlReflectionStore(path).prune(datetime.now(UTC) - timedelta(days=30)) == 1
+    store.append(make(attempt=3))
+    assert [r.attempt_number for r in store.recent("sub-1")] == [3, 2]
+    assert store.count() == 3
