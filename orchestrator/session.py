@@ -529,6 +529,7 @@ RUNTIME_IGNORE = """# Written by goldenloop: runtime files that are not project 
 runs/
 progress.md
 worktrees/
+journal/
 """
 
 # The reflections are a cache of lessons, append-only and unbounded: committing them with
@@ -547,8 +548,12 @@ def ensure_runtime_ignored(project_dir: Path) -> None:
         path.write_text(RUNTIME_IGNORE + MEMORY_IGNORE)
         return
     text = path.read_text()
-    if "memory/reflections.jsonl" not in text:  # a project from before memory left git
-        path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + MEMORY_IGNORE)
+    # Projects from before memory left git, or before the journal (which holds copies of
+    # the user's uncommitted files: never to be committed) existed.
+    missing = "".join(entry for key, entry in (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"))
+                      if key not in text)
+    if missing:
+        path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + missing)
 
 
 RETENTION_EVERY_S = 24 * 3600  # pruning reads the whole memory: at most once a day

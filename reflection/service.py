@@ -37,12 +37,17 @@ class ReflectionService:
         """Where the reflections are kept (a file), or None when only in memory."""
         return self.store.location
 
-    async def generate(self, ctx: FailureContext) -> Reflection:
-        """A reflection on one failed attempt; never raises for model trouble."""
+    async def generate(self, ctx: FailureContext, previous: Sequence[Reflection] | None = None) -> Reflection:
+        """A reflection on one failed attempt; never raises for model trouble.
+
+        `previous`: the subtask's earlier reflections when the caller knows them (it
+        saves reading the store); None: read from the store.
+        """
         # Only a failed attempt gets here: a run that passes never pays for this import.
         from reflection.generate import generate_reflection
 
-        previous = self.recent(ctx.subtask_id)
+        if previous is None:
+            previous = self.recent(ctx.subtask_id)
         return await generate_reflection(
             ctx, self.model, timeout_s=self.timeout_s, previous=previous
         )
@@ -54,9 +59,9 @@ class ReflectionService:
         self.store.append(clean)
         return clean
 
-    async def reflect(self, ctx: FailureContext) -> Reflection:
+    async def reflect(self, ctx: FailureContext, previous: Sequence[Reflection] | None = None) -> Reflection:
         """Generate and save: the usual step after a failed attempt."""
-        return self.save(await self.generate(ctx))
+        return self.save(await self.generate(ctx, previous))
 
     def recent(self, subtask_id: str, limit: int | None = None) -> list[Reflection]:
         """The subtask's last reflections, newest first (default: max_per_retry)."""

@@ -213,3 +213,19 @@ def test_a_check_that_daemonizes_a_child_leaves_no_process_after_its_timeout(git
     finally:
         if alive(daemon):
             os.kill(daemon, signal.SIGKILL)
+
+
+def test_the_journal_and_its_copies_of_your_files_are_never_committed(git_repo: Path, tmp_path: Path) -> None:
+    repo, state = agent_project(git_repo, tmp_path, mode="overwrite")
+    (repo / "README.md").write_text("my private draft\n")
+    first = start(repo, "--allow-dirty")
+    wait_for(state / "agent", first)
+    kill(first)
+    copies = list((repo / ".openagents" / "journal").rglob("*"))
+    assert any(c.is_file() and c.read_text() == "my private draft\n" for c in copies)
+
+    after_the_run_died()
+    assert do_one_task(repo, "--allow-dirty") == 0
+    tracked = git(repo, "ls-files", ".openagents").split()
+    assert not [t for t in tracked if "journal" in t]
+    assert "journal/" in (repo / ".openagents" / ".gitignore").read_text()

@@ -40,7 +40,7 @@ from orchestrator.processes import escaped, escaped_pids, session_started
 from orchestrator.tasks import Task
 from reflection.llm import ModelError
 from reflection.redact import redact
-from reflection.schema import FailureContext
+from reflection.schema import FailureContext, Reflection
 from reflection.text import cut_block
 
 DIFF_BYTES = 200_000  # bound on a diff kept in memory or sent anywhere
@@ -376,7 +376,7 @@ class SubtaskRun:
                              attempt_number=number, subtask_title=s.title, subtask_description=s.description,
                              files_modified=self.changed, **failure)
         try:
-            reflection = await service.reflect(ctx)
+            reflection = await service.reflect(ctx, previous=self.recalled(service.max_per_retry))
         except Exception as exc:  # noqa: BLE001 - memory trouble must not stop the loop
             self.event("reflection_failed", error=str(exc))
             return None
@@ -386,18 +386,27 @@ class SubtaskRun:
                    path=service.location)
         return reflection.id
 
+    def recalled(self, limit: int) -> list[Reflection]:
+        """The subtask's last reflections, newest first. The plan says how many there are,
+        so the store stops reading as soon as it has found them (it reads from the end)."""
+        service = self.p.reflections
+        written = sum(a.reflection_id is not None for a in self.subtask.attempts)
+        if service is None or written == 0:
+            return []
+        return service.recent(self.subtask.id, min(limit, written))
+
     def prompt(self, last: LastAttempt | None) -> str:
         block = ""
         service = self.p.reflections
         if service is not None and (last is not None or self.subtask.attempts):  # incl. a killed run's
-            block = service.format_for_prompt(service.recent(self.subtask.id))
+            block = service.format_for_prompt(self.recalled(service.max_per_retry))
         return attempt_prompt(self.task, self.plan, self.subtask, last=last, reflections=block)
 
     # -- ending -------------------------------------------------------------------------
 
     async def escalate(self, why: StopReason) -> SubtaskResult:
         p, s = self.p, self.subtask
-        reflections = p.reflections.recent(s.id, 10) if p.reflections else []
+        reflections = self.recalled(10)
         packet = write_packet(p.project_dir, self.task, s, snapshots=self.snapshots, reflections=reflections,
                               meter=p.meter, stop_reason=why)
         restored = p.config.failure_cleanup == "restore"
