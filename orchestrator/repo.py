@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-
-import git
-from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
-from git.refs.symbolic import SymbolicReference
 
 logger = logging.getLogger("goldenloop.repo")
 
@@ -70,18 +67,32 @@ def _truncate(text: str, max_bytes: int | None) -> str:
     return shown + TRUNCATION_MARKER.format(shown=max_bytes, total=len(data))
 
 
+def _run(args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """One git command; paths that are not UTF-8 survive as surrogate escapes (os.fsdecode)."""
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **_BASE_ENV, **(env or {})},
+        capture_output=True, text=True, encoding="utf-8", errors="surrogateescape",
+        stdin=subprocess.DEVNULL, check=False,
+    )
+
+
 class Repo:
     """A git working tree opened at `path` (its top level or any folder inside it)."""
 
     def __init__(self, path: Path) -> None:
         path = Path(path)
-        try:
-            self._repo = git.Repo(path, search_parent_directories=True)
-        except (InvalidGitRepositoryError, NoSuchPathError):
-            raise RepoError(f"{path} is not a git repository") from None
-        if self._repo.bare or self._repo.working_tree_dir is None:
+        if not path.is_dir():
+            raise RepoError(f"{path} is not a git repository")
+        found = _run(["rev-parse", "--is-bare-repository", "--absolute-git-dir", "--git-common-dir",
+                      "--show-toplevel"], cwd=path)
+        if found.returncode != 0:
+            raise RepoError(f"{path} is not a git repository")
+        lines = found.stdout.splitlines()
+        if lines[0] == "true" or len(lines) < 4:
             raise RepoError(f"{path} is a bare git repository; goldenloop needs a working tree")
-        self.root = Path(self._repo.working_tree_dir)
+        self.git_dir = Path(lines[1])
+        self.common_dir = (self.git_dir / lines[2]).resolve()  # relative to the git dir when not absolute
+        self.root = Path(lines[3])
         self._commits: dict[str, str] = {}
         self._identity: dict[str, str] | None = None
         if not self._has_commits():
@@ -91,23 +102,18 @@ class Repo:
             )
 
     def close(self) -> None:
-        """Stop the helper git processes GitPython keeps open."""
-        self._repo.close()
+        """Nothing to stop: every git command is a process of its own."""
 
     # -- plumbing -------------------------------------------------------------------
 
     def _git(
         self, *args: str, env: Mapping[str, str] | None = None, strip: bool = True
     ) -> str:
-        try:
-            return self._repo.git.execute(
-                ["git", *args],
-                env={**_BASE_ENV, **(env or {})},
-                strip_newline_in_stdout=strip,
-            )
-        except GitCommandError as exc:
-            detail = (str(exc.stderr or "").strip().splitlines() or [""])[-1]
-            raise RepoError(f"git {args[0]} failed: {detail.removeprefix('stderr: ')}") from exc
+        done = _run(list(args), cwd=self.root, env=env)
+        if done.returncode != 0:
+            detail = (done.stderr.strip().splitlines() or [""])[-1]
+            raise RepoError(f"git {args[0]} failed: {detail}")
+        return done.stdout.removesuffix("\n") if strip else done.stdout
 
     def _commit_sha(self, rev: str) -> str:
         if rev in self._commits:  # commits never change: check each name once
@@ -142,14 +148,37 @@ class Repo:
         return True
 
     def head(self) -> str:
-        # Read from the refs files: asking the object database would start a git process.
-        return SymbolicReference.dereference_recursive(self._repo, "HEAD")
+        """HEAD's commit, read from the refs files (a git process per call would add up)."""
+        name = "HEAD"
+        for _ in range(10):  # a symbolic ref names another ref; a loop is a broken repository
+            value = self._read_ref(name)
+            if not value.startswith("ref: "):
+                self._commits.setdefault(value, value)  # a sha from the refs is a commit
+                return value
+            name = value.removeprefix("ref: ").strip()
+        raise ValueError("HEAD is a loop of symbolic refs")
 
     def branch(self) -> str | None:
         """The checked-out branch, or None on a detached HEAD."""
-        if self._repo.head.is_detached:
-            return None
-        return self._repo.active_branch.name
+        value = self._read_ref("HEAD")
+        return value.removeprefix("ref: refs/heads/").strip() if value.startswith("ref: refs/heads/") else None
+
+    def _read_ref(self, name: str) -> str:
+        """A ref's content: a sha, or "ref: <other>"; ValueError when it does not exist."""
+        for folder in (self.git_dir, self.common_dir):  # HEAD is per worktree, branches shared
+            try:
+                return (folder / name).read_text().strip()
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                continue
+        try:
+            packed = (self.common_dir / "packed-refs").read_text()
+        except FileNotFoundError:
+            packed = ""
+        for line in packed.splitlines():
+            sha, _, ref = line.partition(" ")
+            if ref == name and not line.startswith(("#", "^")):
+                return sha
+        raise ValueError(f"no ref {name}")
 
     def contains(self, sha: str) -> bool:
         """Whether commit `sha` is HEAD or one of its ancestors."""
@@ -231,12 +260,8 @@ class Repo:
 
     def _find_identity_env(self) -> dict[str, str]:
         # `git config --get-regexp` exits 1 when nothing matches: not an error here.
-        _, listed, _ = self._repo.git.execute(
-            ["git", "config", "--name-only", "--get-regexp", IDENTITY_KEYS],
-            with_extended_output=True,
-            with_exceptions=False,
-        )
-        configured = set(str(listed).lower().split())
+        listed = _run(["config", "--name-only", "--get-regexp", IDENTITY_KEYS], cwd=self.root).stdout
+        configured = set(listed.lower().split())
         env: dict[str, str] = {}
         for role in ("author", "committer"):
             for field, fallback in (("name", FALLBACK_NAME), ("email", FALLBACK_EMAIL)):
