@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reflection.store import REFLECTIONS_PATH
+from reflection.location import REFLECTIONS_PATH
 
 FOLDER = ".openagents"
 PREFIX = FOLDER + "/"  # a repository-relative path under it starts with this

@@ -48,6 +48,7 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 from pydantic import ValidationError
 
+from reflection.location import REFLECTIONS_PATH
 from reflection.schema import Reflection
 
 log = logging.getLogger("goldenloop.store")
@@ -72,8 +73,6 @@ REQUIRED_KEYS = frozenset(
 _CHUNK = 4 << 20  # bytes per read while scanning; lines longer than this still work
 
 
-# Where a project keeps its reflections (docs/ARCHITECTURE.md, "Files"), relative to the project's root.
-REFLECTIONS_PATH = Path(".openagents/memory/reflections.jsonl")
 
 
 @runtime_checkable
