@@ -1,7 +1,8 @@
 """overnight: the golden loop over one or more backlogs until a budget or the backlogs end.
 
 Each repository is opened like `do-one-task` opens it (its own project.json, lock,
-recovery) and its ready tasks are run one after another, or K at a time in worktrees.
+recovery) and its ready tasks are run one after another, or K at a time, each worker in
+a worktree of its own that it reuses task after task (`orchestrator.batch.worktree`).
 Before each task the run checks its budgets (task count, time, cost) and three
 consecutive infrastructure failures; a task counts against the task count when a worker
 claims it, so no more tasks start than the count allows. During a task the time budget
@@ -115,6 +116,7 @@ class RepoRun:
         self.claims = threading.Lock()  # checking the task count and claiming are one step
         self.infra_failures = 0
         self.worktrees = Worktrees(session.project_dir) if parallel > 1 else None
+        self.trees: list[Worktree] = []  # every worker's, removed when the run ends
         self.main_lock = anyio.Lock()
 
     # -- budgets --------------------------------------------------------------------
@@ -153,16 +155,17 @@ class RepoRun:
             self.clean_stale_worktrees()
             try:
                 async with anyio.create_task_group() as group:
-                    for _ in range(self.parallel):
-                        group.start_soon(self.worker)
+                    for n in range(self.parallel):
+                        group.start_soon(self.worker, Slot(f"worker-{n + 1}"))
             finally:
                 # Parallel workers share one bookkeeping commit at the end: one per task
                 # would serialise them on the main checkout and force a rebase each.
                 with anyio.CancelScope(shield=True):
+                    await self.on_main(self.remove_worktrees)
                     await self.on_main(self.session.commit_bookkeeping, f"run {self.report.run_id}")
         return self.report
 
-    async def worker(self) -> None:
+    async def worker(self, slot: Slot | None = None) -> None:
         while not self.report.stop_reason:  # another worker may have stopped the run
             reason = self.stop_reason()
             if reason:
@@ -179,7 +182,7 @@ class RepoRun:
                 self.report.stop_reason = self.report.stop_reason or "backlog empty"
                 return
             try:
-                outcome = await self.run_with_deadline(task)
+                outcome = await self.run_with_deadline(task, slot)
             finally:
                 self.running.discard(task.id)
             self.record(outcome)
@@ -201,11 +204,11 @@ class RepoRun:
                 self.budget.started_tasks += 1
             return task
 
-    async def run_with_deadline(self, task: Task) -> TaskOutcome:
+    async def run_with_deadline(self, task: Task, slot: Slot | None = None) -> TaskOutcome:
         left = self.budget.seconds_left(self.own_seconds)
         started = time.monotonic()
         with anyio.move_on_after(left if left is not None else float("inf")) as scope:
-            return await self.run_task(task)
+            return await self.run_task(task, slot)
         assert scope.cancelled_caught
         self.session.runlog.event("task_stopped", taskId=task.id, reason="time budget")  # type: ignore[union-attr]
         # A planned stop, like the cost budget's: leave the backlog committed, not dirty.
@@ -214,22 +217,30 @@ class RepoRun:
         return TaskOutcome(task.id, "interrupted", "time budget used up; the task was put back to open",
                            duration_s=time.monotonic() - started)
 
-    async def run_task(self, task: Task) -> TaskOutcome:
-        if self.worktrees is None:
+    async def run_task(self, task: Task, slot: Slot | None = None) -> TaskOutcome:
+        if self.worktrees is None or slot is None:
             return await self.session.run_task(task, limits=[self.spend])
-        tree = await self.on_main(self.worktrees.add, task.id)
-        repo, keep_branch = await anyio.to_thread.run_sync(Repo, tree.path), False
-        try:
-            outcome = await self.session.run_task(
-                task, repo=repo, limits=[self.spend], bookkeeping=False
-            )
-            if outcome.status == "closed" and outcome.commits:
-                keep_branch = not await self.on_main(self.integrate, task, tree, outcome)
-            return outcome
-        finally:
-            repo.close()
-            with anyio.CancelScope(shield=True):  # an interrupted task's worktree goes too
-                await self.on_main(self.worktrees.remove, tree, keep_branch=keep_branch)
+        if slot.tree is None or slot.repo is None:
+            slot.tree = await self.on_main(self.add_worktree, slot.name)
+            slot.repo = await anyio.to_thread.run_sync(Repo, slot.tree.path)
+        tree, repo = slot.tree, slot.repo
+        # The worktree is the worker's own: resetting it needs no lock on the main checkout.
+        await anyio.to_thread.run_sync(self.worktrees.start, tree, task.id, self.session.repo.head())
+        outcome = await self.session.run_task(task, repo=repo, limits=[self.spend], bookkeeping=False)
+        if outcome.status == "closed" and outcome.commits:
+            await self.on_main(self.integrate, task, tree, outcome)
+        return outcome
+
+    def add_worktree(self, name: str) -> Worktree:
+        assert self.worktrees is not None
+        tree = self.worktrees.add(name)
+        self.trees.append(tree)  # in this thread: an interrupted run still finds it to remove
+        return tree
+
+    def remove_worktrees(self) -> None:
+        assert self.worktrees is not None
+        while self.trees:
+            self.worktrees.remove(self.trees.pop())
 
     async def on_main(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Work on the main checkout: one at a time, off the event loop so that the
@@ -265,6 +276,15 @@ class RepoRun:
         removed = self.worktrees.clean_stale({f"goldenloop/{k}" for k in kept})
         if removed:
             self.session.notices.append(f"removed {len(removed)} worktree(s) left by a crashed run")
+
+
+@dataclass
+class Slot:
+    """A parallel worker's own worktree, added at its first task and reused after."""
+
+    name: str
+    tree: Worktree | None = None
+    repo: Repo | None = None
 
 
 # -- the command -----------------------------------------------------------------------

@@ -1,9 +1,12 @@
-"""Git worktrees for parallel tasks: one worktree and branch per task, merged back.
+"""Git worktrees for parallel tasks: one worktree per worker, reused task after task.
 
-A task runs in `<tmp>/goldenloop-worktrees/<repo>-<hash>/<taskId>` on branch
-`goldenloop/<taskId>`, outside the repository so that test discovery in the main tree
-never wanders into it. When the task closes, its commits are rebased onto the base
-branch's tip and fast-forwarded into it; a conflict keeps the branch for a human.
+A worker's worktree is `<tmp>/goldenloop-worktrees/<repo>-<hash>/<name>`, outside the
+repository so that test discovery in the main tree never wanders into it, on a detached
+HEAD. Before each task it is reset to the base branch's tip (`reset --hard`, `clean`),
+which costs less than a worktree added and removed per task and needs no lock on the
+main checkout. When a task closes, its commits are rebased onto the base branch's tip and
+fast-forwarded into it; a conflict keeps them on branch `goldenloop/<taskId>` for a human.
+The worktrees are removed when the run ends, however it ends.
 """
 
 from __future__ import annotations
@@ -23,15 +26,24 @@ BRANCH_PREFIX = "goldenloop/"
 
 
 class MergeConflict(Exception):
-    """The task's commits do not apply on the base branch; the branch is kept."""
+    """The task's commits do not apply on the base branch; they are kept on a branch."""
 
 
-@dataclass(frozen=True)
+def safe_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+@dataclass
 class Worktree:
-    task_id: str
     path: Path
-    branch: str
-    base: str  # the commit it started from
+    base: str  # the commit the task in it started from
+    task_id: str = ""
+    fresh: bool = True  # just added: already at `base`, nothing to reset
+
+    @property
+    def branch(self) -> str:
+        """Where the task's commits are kept when they conflict."""
+        return BRANCH_PREFIX + safe_name(self.task_id)
 
 
 class Worktrees:
@@ -50,49 +62,76 @@ class Worktrees:
         )
         return status == 0
 
-    def _head(self) -> str:
-        return SymbolicReference.dereference_recursive(git.Repo(self.root), "HEAD")  # no git process
+    def head(self) -> str:
+        """The base branch's tip, read from the refs files (no git process)."""
+        return SymbolicReference.dereference_recursive(git.Repo(self.root), "HEAD")
 
-    def add(self, task_id: str) -> Worktree:
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task_id)
-        path = self.home / name
-        branch = BRANCH_PREFIX + name
+    @staticmethod
+    def _tree_head(tree: Worktree) -> str:
+        return SymbolicReference.dereference_recursive(git.Repo(tree.path), "HEAD")
+
+    def add(self, name: str) -> Worktree:
+        """A worktree for one worker, at the base branch's tip. On the main checkout's lock."""
+        path = self.home / safe_name(name)
         if path.exists():
             self._remove_path(path)
-        base = self._head()
+        base = self.head()
         self.home.mkdir(parents=True, exist_ok=True)
         # --force: a registered worktree whose folder is gone (a crash) is taken over.
-        self._git("worktree", "add", "--force", "--quiet", "-B", branch, str(path), base)
-        return Worktree(task_id, path, branch, base)
+        self._git("worktree", "add", "--force", "--quiet", "--detach", str(path), base)
+        return Worktree(path, base)
+
+    def start(self, tree: Worktree, task_id: str, base: str) -> None:
+        """Make `tree` what a fresh worktree at `base` would be, for `task_id`: whatever
+        the last task left (commits, edits, untracked and ignored files) goes. Touches
+        only the worktree (its own HEAD and index), so it needs no lock."""
+        tree.task_id = task_id
+        if tree.fresh and tree.base == base:
+            tree.fresh = False
+            return
+        tree.fresh = False
+        self._git("reset", "--quiet", "--hard", base, cwd=tree.path)
+        self._git("clean", "-ffdxq", cwd=tree.path)
+        tree.base = base
 
     def integrate(self, tree: Worktree) -> list[str]:
-        """Bring the branch's commits onto the base branch; returns their new shas."""
-        tip = self._head()
+        """Bring the task's commits (on the worktree's HEAD) onto the base branch; returns
+        their shas there. On the main checkout's lock."""
+        tip = self.head()
         if tip != tree.base:
             try:
                 self._git("rebase", "--quiet", tip, cwd=tree.path)
             except GitCommandError as exc:
-                self._git("rebase", "--abort", cwd=tree.path)
+                self._try_in(tree.path, "rebase", "--abort")
+                self._keep(tree)
                 raise MergeConflict(
                     f"its commits conflict with {self.branch_name()}; they are kept on branch "
                     f"{tree.branch} for a human to merge ({_last_line(exc.stderr)})"
                 ) from None
+        head = self._tree_head(tree)
         try:
-            self._git("merge", "--ff-only", "--quiet", tree.branch)
+            self._git("merge", "--ff-only", "--quiet", head)
         except GitCommandError as exc:
+            self._keep(tree)
             raise MergeConflict(
                 f"the base branch could not be fast-forwarded; the commits are kept on branch "
                 f"{tree.branch} ({_last_line(exc.stderr)})"
             ) from None
-        return self._git("rev-list", "--reverse", f"{tip}..HEAD").split()
+        tree.base = head  # the next task starts from here unless the base moves on
+        return self._git("rev-list", "--reverse", f"{tip}..{head}").split()
+
+    def _keep(self, tree: Worktree) -> None:
+        self._git("branch", "--force", tree.branch, "HEAD", cwd=tree.path)
+
+    @staticmethod
+    def _try_in(cwd: Path, *args: str) -> None:
+        git.Git(cwd).execute(["git", *args], with_exceptions=False, with_extended_output=True)
 
     def branch_name(self) -> str:
         return self._git("rev-parse", "--abbrev-ref", "HEAD")
 
-    def remove(self, tree: Worktree, *, keep_branch: bool = False) -> None:
+    def remove(self, tree: Worktree) -> None:
         self._remove_path(tree.path)
-        if not keep_branch:
-            self._try("branch", "-D", tree.branch)
         with contextlib.suppress(OSError):  # the last one out leaves no folder in the temp dir
             self.home.rmdir()
 

@@ -36,7 +36,7 @@ from projects import (
     write_file,
 )
 
-from orchestrator.batch.worktree import Worktrees
+from orchestrator.batch.worktree import MergeConflict, Worktrees
 from orchestrator.cli import overnight_main
 from reflection.scripted import register_scripted_provider
 
@@ -601,6 +601,49 @@ def test_parallel_conflicting_tasks_keep_the_loser_on_its_branch(git_repo, capsy
     assert worktrees(repo) == [f"worktree {repo}"]
     assert not Worktrees(repo.resolve()).home.exists()  # nothing left in the temp dir
     assert status(repo) == ""
+
+
+def test_a_worker_worktree_is_reset_to_the_new_base_for_each_task_and_merged_linearly(tmp_path):
+    repo = init_repo(tmp_path / "repo")
+    trees = Worktrees(repo.resolve())
+    first, second = trees.add("worker-1"), trees.add("worker-2")
+    try:
+        trees.start(first, "T-1", trees.head())
+        trees.start(second, "T-2", trees.head())
+        for tree, name in ((first, "a.py"), (second, "b.py")):
+            (tree.path / name).write_text("x = 1\n")
+            git(tree.path, "add", name)
+            git(tree.path, "commit", "-q", "-m", f"{tree.task_id}: add {name}")
+        (one,) = trees.integrate(first)
+        (two,) = trees.integrate(second)  # rebased onto T-1's commit
+        assert git(repo, "rev-list", "--reverse", "HEAD~2..HEAD").split() == [one, two]
+        assert git(repo, "rev-list", "--min-parents=2", "main") == ""
+
+        # The next task starts from the new base, whatever the last one left in the tree.
+        (first.path / "a.py").write_text("edited\n")
+        (first.path / "junk.txt").write_text("untracked\n")
+        (first.path / "__pycache__").mkdir()
+        git(first.path, "commit", "-q", "--allow-empty", "-m", "left behind")
+        trees.start(first, "T-3", trees.head())
+        assert git(first.path, "rev-parse", "HEAD").strip() == two
+        assert git(first.path, "status", "--porcelain", "--ignored") == ""
+        assert (first.path / "a.py").read_text() == "x = 1\n" and (first.path / "b.py").is_file()
+
+        # A conflict keeps the task's own commit on its branch; main does not move.
+        trees.start(second, "T-4", one)  # as if it started before T-2 landed
+        (second.path / "b.py").write_text("y = 2\n")
+        git(second.path, "add", "b.py")
+        git(second.path, "commit", "-q", "-m", "T-4: other b.py")
+        with pytest.raises(MergeConflict, match="goldenloop/T-4"):
+            trees.integrate(second)
+        assert git(repo, "rev-parse", "HEAD").strip() == two
+        assert git(repo, "show", "goldenloop/T-4:b.py") == "y = 2\n"
+        assert git(repo, "branch", "--list", "goldenloop/*").split() == ["goldenloop/T-4"]
+    finally:
+        trees.remove(first)
+        trees.remove(second)
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert not trees.home.exists()
 
 
 # -- 6. interrupted by the user ----------------------------------------------------------------
