@@ -91,7 +91,7 @@ class Repo:
         if lines[0] == "true" or len(lines) < 4:
             raise RepoError(f"{path} is a bare git repository; goldenloop needs a working tree")
         self.git_dir = Path(lines[1])
-        self.common_dir = (self.git_dir / lines[2]).resolve()  # relative to the git dir when not absolute
+        self.common_dir = (path / lines[2]).resolve()  # git prints it relative to where it ran
         self.root = Path(lines[3])
         self._commits: dict[str, str] = {}
         self._identity: dict[str, str] | None = None

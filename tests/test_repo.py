@@ -260,3 +260,22 @@ def test_a_snapshot_that_does_not_apply_is_a_clear_error(project: Path) -> None:
     (project / "src" / "app.py").write_text("something else entirely\n")
     with pytest.raises(RepoError, match="snapshot does not apply"):
         repo.apply_snapshot(patch)
+
+
+def test_head_is_read_from_packed_refs_and_from_a_worktree(tmp_path: Path) -> None:
+    from projects import init_repo
+
+    repo = init_repo(tmp_path / "repo")
+    git(repo, "pack-refs", "--all")  # what `git gc` does to a busy repository's refs
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists()
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    assert Repo(repo).head() == sha
+    assert Repo(repo).branch() == "main"
+
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "side"))
+    (tmp_path / "side" / "new.txt").write_text("x\n")
+    git(tmp_path / "side", "add", "new.txt")
+    git(tmp_path / "side", "commit", "-qm", "on the side")
+    side = Repo(tmp_path / "side")
+    assert side.head() == git(tmp_path / "side", "rev-parse", "HEAD").strip() != sha
+    assert side.branch() == "side" and Repo(repo).head() == sha
