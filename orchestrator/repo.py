@@ -69,11 +69,14 @@ def _truncate(text: str, max_bytes: int | None) -> str:
 
 def _run(args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """One git command; paths that are not UTF-8 survive as surrogate escapes (os.fsdecode)."""
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env={**os.environ, **_BASE_ENV, **(env or {})},
-        capture_output=True, text=True, encoding="utf-8", errors="surrogateescape",
-        stdin=subprocess.DEVNULL, check=False,
-    )
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, env={**os.environ, **_BASE_ENV, **(env or {})},
+            capture_output=True, text=True, encoding="utf-8", errors="surrogateescape",
+            stdin=subprocess.DEVNULL, check=False,
+        )
+    except FileNotFoundError:
+        raise RepoError("git is not installed (or not on PATH); goldenloop needs it") from None
 
 
 class Repo:

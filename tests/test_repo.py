@@ -279,3 +279,9 @@ def test_head_is_read_from_packed_refs_and_from_a_worktree(tmp_path: Path) -> No
     side = Repo(tmp_path / "side")
     assert side.head() == git(tmp_path / "side", "rev-parse", "HEAD").strip() != sha
     assert side.branch() == "side" and Repo(repo).head() == sha
+
+
+def test_a_machine_without_git_gets_one_sentence(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(RepoError, match="git is not installed"):
+        Repo(git_repo)
