@@ -64,6 +64,10 @@ class Layout:
     def escalations(self) -> Path:
         return self.root / "escalations"
 
+    @property
+    def bookkeeping_marker(self) -> Path:
+        return self.root / "journal" / "bookkeeping.json"  # a bookkeeping commit in progress
+
     def journal(self, task_id: str) -> Path:
         return self.root / "journal" / f"{safe_name(task_id)}.json"
 

@@ -18,11 +18,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import orjson
+
 from orchestrator.budget import BudgetExceeded, SpendLimit, combine
 from orchestrator.checks.convergence import StopReason
 from orchestrator.config import ConfigError, ProjectConfig, load_config
 from orchestrator.executors.base import Executor
-from orchestrator.fileio import LockTimeout
+from orchestrator.fileio import LockTimeout, atomic_write
 from orchestrator.journal import SLACK_S, Journal
 from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
@@ -96,6 +98,7 @@ class ProjectSession:
         become_subreaper()  # children that escape their session stay ours to kill
         try:
             self._stop_leftover_processes()  # a killed run's agent must not write on
+            self._repair_bookkeeping_index()
             self._refuse_dirty_tree()
             self.runlog.attach(self.project_dir)  # a usable project, and ours: its run log may be written
             self.notices.extend(self.board.warnings)
@@ -500,13 +503,31 @@ class ProjectSession:
         ]
         if not paths:
             return None
+        marker = Layout(self.project_dir).bookkeeping_marker
         try:
-            sha = self.repo.commit(paths, f"{task_id}: goldenloop bookkeeping")
+            sha = self.repo.commit(paths, f"{task_id}: goldenloop bookkeeping",
+                                   before_ref=lambda old, new: atomic_write(marker, orjson.dumps(
+                                       {"paths": paths, "old": old, "new": new})))
         except RepoError as exc:
             self.notices.append(f"bookkeeping was not committed: {exc}")
             return None
+        finally:
+            marker.unlink(missing_ok=True)
         self.runlog.event("bookkeeping_committed", taskId=task_id, sha=sha, files=len(paths))
         return sha
+
+    def _repair_bookkeeping_index(self) -> None:
+        """A run killed between its bookkeeping commit and the index update left the user's
+        index holding the old `.openagents/` files: their next commit would revert them."""
+        marker = Layout(self.project_dir).bookkeeping_marker
+        try:
+            pending = orjson.loads(marker.read_bytes())
+        except FileNotFoundError:
+            return
+        if self.repo.head() == pending["new"]:
+            self.repo.align_index(list(pending["paths"]))
+            self.notices.append("repaired the index after a run killed during its bookkeeping commit")
+        marker.unlink(missing_ok=True)
 
 
 def budget_refusal(exc: BaseException) -> BudgetExceeded | None:

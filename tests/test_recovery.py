@@ -229,3 +229,25 @@ def test_the_journal_and_its_copies_of_your_files_are_never_committed(git_repo: 
     tracked = git(repo, "ls-files", ".openagents").split()
     assert not [t for t in tracked if "journal" in t]
     assert "journal/" in (repo / ".openagents" / ".gitignore").read_text()
+
+
+def test_a_kill_during_the_bookkeeping_commit_leaves_no_stale_index(git_repo: Path, tmp_path: Path) -> None:
+    repo, state = agent_project(git_repo, tmp_path)
+    (state / "runs").write_text("1")  # the agent writes the fix at once
+    wrapper = tmp_path / "bin"
+    wrapper.mkdir()
+    real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    (wrapper / "git").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in reset*.openagents*) kill -9 $PPID; sleep 5;; esac\n'
+        f'exec {real_git} "$@"\n')
+    (wrapper / "git").chmod(0o755)
+    first = start(repo, env={"PATH": f"{wrapper}:{os.environ['PATH']}"})
+    first.communicate(timeout=WAIT_S)
+    assert first.returncode == -signal.SIGKILL
+    assert git(repo, "diff", "--cached", "--name-only") != ""  # the old .openagents files, staged
+
+    assert do_one_task(repo) == 3  # nothing left to do: the task was closed and committed
+    assert git(repo, "diff", "--cached", "--name-only") == ""
+    assert git(repo, "status", "--porcelain") == ""
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
