@@ -31,6 +31,7 @@ from pydantic_core import ErrorDetails
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.layout import Layout
 from reflection.schema import CamelModel
+from reflection.task_prompts import template_problem as task_template_problem
 
 log = logging.getLogger("goldenloop.config")
 
@@ -145,6 +146,25 @@ class RetryConfig(_ConfigModel):
     test_globs: list[str] | None = None  # None: the usual test paths of Python, JS/TS, Go, Rust
 
 
+class MemoryConfig(_ConfigModel):
+    """What a project learns across runs beyond one subtask's retries."""
+
+    # Notes an accepted task leaves for the next run of a task with the same description:
+    # one more model call per closed task, so it is asked for, not assumed.
+    task_reflection: bool = False
+    # The question asked after a task is accepted; None: the built-in one. Placeholders:
+    # {description}, {expected_output}, {output}, {prior}.
+    task_reflection_prompt: str | None = Field(default=None, min_length=1)
+
+    @field_validator("task_reflection_prompt")
+    @classmethod
+    def _usable_prompt(cls, template: str | None) -> str | None:
+        problem = None if template is None else task_template_problem(template)
+        if problem:
+            raise ValueError(f"the template {problem} (got {_show(template)})")
+        return template
+
+
 class ProjectConfig(_ConfigModel):
     """The whole of `.openagents/project.json`, every key with its default."""
 
@@ -172,6 +192,7 @@ class ProjectConfig(_ConfigModel):
     # limit; a spending limit reserves this much for every call's reply before it is made.
     max_output_tokens: int | None = Field(default=None, ge=1)
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     parallel_execution: int = Field(default=1, ge=1)  # overnight workers
     # On escalation: put the subtask's base tree back, or leave the last attempt's edits.
     failure_cleanup: Literal["restore", "keep"] = "restore"
@@ -191,6 +212,11 @@ class ProjectConfig(_ConfigModel):
     def reflection_model(self) -> str:
         """The model that writes reflections: reflexion.model, else defaultModel."""
         return self.reflexion.model or self.default_model
+
+    @property
+    def task_reflection_on(self) -> bool:
+        """memory.taskReflection, when a model writes reflections at all."""
+        return self.memory.task_reflection and self.reflexion.enabled and self.reflexion.use_llm
 
     @property
     def reflection_timeout_s(self) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reflection.location import REFLECTIONS_PATH
+from reflection.location import REFLECTIONS_PATH, TASK_REFLECTIONS_PATH
 
 FOLDER = ".openagents"
 PREFIX = FOLDER + "/"  # a repository-relative path under it starts with this
@@ -39,6 +39,10 @@ class Layout:
     @property
     def reflections(self) -> Path:
         return self.project_dir / REFLECTIONS_PATH
+
+    @property
+    def task_reflections(self) -> Path:
+        return self.project_dir / TASK_REFLECTIONS_PATH
 
     @property
     def edit_formats(self) -> Path:

@@ -135,6 +135,14 @@ class HumanLines:
     def _task_closed(self, e: Event) -> str:
         return f"  closed {e['taskId']} with {len(e.get('commits', []))} commit(s)"
 
+    def _task_reflected(self, e: Event) -> str:
+        r = e.get("reflection") or {}
+        which = "first notes" if e.get("isFirstReflection") else f"notes #{r.get('runCount')}"
+        return f"  task reflection ({which}) kept for the next run of this task"
+
+    def _task_reflection_failed(self, e: Event) -> str:
+        return f"  task reflection not kept: {_first_line(e.get('error'))}"
+
     def _task_blocked(self, e: Event) -> str:
         return f"  blocked {e['taskId']}: {e.get('reason')}"
 

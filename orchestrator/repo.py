@@ -237,6 +237,12 @@ class Repo:
         """A unified diff of the attempt's changes, new files in full, cut at `max_bytes`."""
         return _truncate(self._diff(base, dirty_before, binary=False), max_bytes)
 
+    def commits_diff(self, commits: list[str], max_bytes: int | None = None) -> str:
+        """What exactly these commits changed, each with its subject, cut at `max_bytes`."""
+        if not commits:
+            return ""
+        return _truncate(self._git("show", "--no-color", "--format=commit %h %s", *commits, strip=False), max_bytes)
+
     def snapshot(self, base: str, dirty_before: set[str]) -> str:
         """The attempt's changes as a binary-safe patch that `apply_snapshot` brings back."""
         return self._diff(base, dirty_before, binary=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,6 +42,8 @@ from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, preload_lit
 from reflection.meter import Meter
 from reflection.service import ReflectionService
 from reflection.store import JsonlReflectionStore
+from reflection.task_reflector import TaskReflector
+from reflection.task_store import JsonTaskReflectionStore
 
 if TYPE_CHECKING:
     from orchestrator.executors.format_choice import FormatChooser
@@ -410,8 +412,20 @@ class ProjectSession:
             session_id=runlog.run_id,
             meter=task_meter,
             budget_check=combine(*(limit.before_attempt for limit in ledgers)),
+            task_reflector=self._task_reflector(metered) if c.task_reflection_on else None,
         )
         return GoldenLoop(parts)
+
+    def _task_reflector(self, metered: Callable[[str, str], ChatModel]) -> TaskReflector:
+        """Task reflection (memory.taskReflection): the reflection model, the project's file."""
+        from reflection.task_strategy import LlmReflectionStrategy  # only a run that uses it
+
+        c = self.config
+        strategy = LlmReflectionStrategy(metered(c.reflection_model, "task_reflect"),
+                                         timeout_s=c.reflection_timeout_s,
+                                         template=c.memory.task_reflection_prompt)
+        store = JsonTaskReflectionStore(Layout(self.project_dir).task_reflections)
+        return TaskReflector(store, strategy)
 
     def _executor(self, model: MeteredModel) -> Executor:
         # Each executor imported only when chosen: the builtin one loads the edit parsers.
@@ -558,6 +572,8 @@ journal/
 # and kept a full copy per version in history. They stay on disk, pruned by
 # reflexion.retentionDays (docs/ARCHITECTURE.md, "Files").
 MEMORY_IGNORE = "memory/reflections.jsonl*\nmemory/.pruned\n"
+# Task reflections are rewritten whole by every accepted task: a cache like the above.
+TASK_NOTES_IGNORE = "memory/task-reflections.json*\n"
 
 
 def ensure_runtime_ignored(project_dir: Path) -> None:
@@ -566,13 +582,14 @@ def ensure_runtime_ignored(project_dir: Path) -> None:
     path = Layout(project_dir).gitignore
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(RUNTIME_IGNORE + MEMORY_IGNORE)
+        path.write_text(RUNTIME_IGNORE + MEMORY_IGNORE + TASK_NOTES_IGNORE)
         return
     text = path.read_text()
     # Projects from before memory left git, or before the journal (which holds copies of
     # the user's uncommitted files: never to be committed) existed.
-    missing = "".join(entry for key, entry in (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"))
-                      if key not in text)
+    wanted = (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"),
+              ("memory/task-reflections.json", TASK_NOTES_IGNORE))
+    missing = "".join(entry for key, entry in wanted if key not in text)
     if missing:
         path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + missing)
 
@@ -600,7 +617,8 @@ def apply_retention(project_dir: Path, retention_days: int, now: float | None = 
 
 def _is_memory(path: str) -> bool:
     """The reflections (a project from before they left git may still track them)."""
-    return path.startswith(f"{OPENAGENTS}memory/reflections.jsonl") or path == f"{OPENAGENTS}memory/.pruned"
+    return (path.startswith((f"{OPENAGENTS}memory/reflections.jsonl", f"{OPENAGENTS}memory/task-reflections.json"))
+            or path == f"{OPENAGENTS}memory/.pruned")
 
 
 def _call(make, exit_code: int):

@@ -8,3 +8,5 @@ from __future__ import annotations
 from pathlib import Path
 
 REFLECTIONS_PATH = Path(".openagents/memory/reflections.jsonl")  # relative to the project's root
+# One JSON object per project: the task reflections, keyed by task identity (task_reflection.py).
+TASK_REFLECTIONS_PATH = Path(".openagents/memory/task-reflections.json")

@@ -141,8 +141,10 @@ def tasks_on_disk(repo: Path) -> dict[str, dict[str, Any]]:
 
 
 def run_events(repo: Path) -> list[dict[str, Any]]:
-    """Every event of every run in the repository, oldest run first."""
-    return [e for path in sorted(Layout(repo).runs.glob("*.jsonl")) for e in read_events(path)]
+    """Every event of every run in the repository, in the order they happened (two runs
+    started in the same second have run ids that do not sort by time)."""
+    events = [e for path in sorted(Layout(repo).runs.glob("*.jsonl")) for e in read_events(path)]
+    return sorted(events, key=lambda e: e.get("ts", ""))  # stable: a run's own order is kept
 
 
 # -- several modules, each tested only once it exists ---------------------------------

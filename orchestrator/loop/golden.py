@@ -1,8 +1,8 @@
 """GoldenLoop: one task, start to finish.
 
-preflight -> decompose -> each subtask's attempts (a `SubtaskRun`) -> close the task, or
-block it when a subtask escalates, or put it back to open when the run must stop (model
-unavailable, budget).
+preflight -> decompose -> each subtask's attempts (a `SubtaskRun`) -> close the task and
+reflect on it for its next run (loop/learn.py), or block it when a subtask escalates, or
+put it back to open when the run must stop (model unavailable, budget).
 
 The loop owns no I/O policy of its own: git is `Repo`, files of state are `TaskBoard`
 and `SubtaskPlan`, checks are `verify`, memory is `ReflectionService`, and every step
@@ -16,6 +16,7 @@ import time
 from orchestrator.checks.convergence import StopReason
 from orchestrator.checks.preflight import Baseline, preflight
 from orchestrator.loop.decompose import decompose, is_small
+from orchestrator.loop.learn import notes_for, reflect_on_task
 from orchestrator.loop.outcome import SubtaskResult, TaskOutcome
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import SubtaskPlan
@@ -41,10 +42,11 @@ class GoldenLoop:
         plan = await self._plan(task)
         commits: list[str] = [s.commit for s in plan.subtasks if s.commit]
         outcome = None
+        notes = notes_for(p, task)
         for subtask in plan.subtasks:
             if subtask.status == "done":
                 continue
-            run = SubtaskRun(p, task, plan, subtask, baseline)
+            run = SubtaskRun(p, task, plan, subtask, baseline, notes=notes)
             result = await run.run()
             self.attempts += run.attempt
             self.reflections += run.reflections
@@ -58,6 +60,7 @@ class GoldenLoop:
             p.board.close(task.id, reason, commits)
             p.runlog.event("task_closed", taskId=task.id, commits=commits, reason=reason)
             outcome = TaskOutcome(task.id, "closed", reason, stop_reason=StopReason.PASSED)
+            await reflect_on_task(p, task, commits)
         return self._finish(outcome, commits, started)
 
     def _finish(self, outcome: TaskOutcome, commits: list[str], started: float) -> TaskOutcome:

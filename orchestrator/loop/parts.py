@@ -15,6 +15,7 @@ from orchestrator.tasks import TaskBoard
 from reflection.llm import ChatModel
 from reflection.meter import Meter
 from reflection.service import ReflectionService
+from reflection.task_reflector import TaskReflector
 
 
 @dataclass
@@ -31,6 +32,8 @@ class LoopParts:
     meter: Meter  # of the current task, fed by the metered models
     # Asked before every attempt; a reason to stop (e.g. the cost budget) or None.
     budget_check: Callable[[], str | None] | None = None
+    # Notes an accepted task leaves for its next run (memory.taskReflection); None: off.
+    task_reflector: TaskReflector | None = None
 
     @property
     def layout(self) -> Layout:

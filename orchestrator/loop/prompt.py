@@ -1,6 +1,7 @@
 """The prompt of one attempt: the task, the subtask and, on a retry, what went wrong.
 
-With reflexion on, a retry carries the last attempt (diff and failure digest) and the
+A task that an earlier run accepted may carry notes from that run before its
+description (task reflection, reflection/task_reflector.py). With reflexion on, a retry carries the last attempt (diff and failure digest) and the
 reflections block; with it off, the last attempt only: the baseline that shows what
 reflection adds.
 """
@@ -36,8 +37,13 @@ def attempt_prompt(
     *,
     last: LastAttempt | None = None,
     reflections: str = "",
+    notes: str = "",
 ) -> str:
+    """`notes`: the Task Improvement Notes of earlier runs (reflection.task_prompts), put
+    before the description so that the task as written, and its criteria, come last."""
     parts = [f"# Task {task.id}: {task.title}"]
+    if notes:
+        parts.append(notes)
     if task.description:
         parts.append(task.description)
     criteria = task.acceptance_criteria

@@ -57,8 +57,9 @@ T = TypeVar("T")
 
 class SubtaskRun:
     def __init__(self, parts: LoopParts, task: Task, plan: SubtaskPlan, subtask: Subtask,
-                 baseline: Baseline | None) -> None:
+                 baseline: Baseline | None, *, notes: str = "") -> None:
         self.p, self.task, self.plan, self.subtask = parts, task, plan, subtask
+        self.notes = notes  # the task's notes from earlier runs, shown before its description
         c = parts.config
         self.max_attempts = c.reflexion.max_retries + 1
         self.judge = Judge(parts.repo.root, c.checks, c.retry, baseline=baseline,
@@ -400,7 +401,7 @@ class SubtaskRun:
         service = self.p.reflections
         if service is not None and (last is not None or self.subtask.attempts):  # incl. a killed run's
             block = service.format_for_prompt(self.recalled(service.max_per_retry))
-        return attempt_prompt(self.task, self.plan, self.subtask, last=last, reflections=block)
+        return attempt_prompt(self.task, self.plan, self.subtask, last=last, reflections=block, notes=self.notes)
 
     # -- ending -------------------------------------------------------------------------
 
