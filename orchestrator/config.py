@@ -18,7 +18,6 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from orchestrator.checks.settings import CheckSettings
 from orchestrator.layout import Layout
 from reflection.schema import CamelModel
 from reflection.task_prompts import template_problem as task_template_problem
+from reflection.text import template_fields
 
 log = logging.getLogger("goldenloop.config")
 
@@ -106,9 +106,9 @@ class ExecutorConfig(_ConfigModel):
 def template_problem(template: str) -> str | None:
     """What makes an executor command template unusable, as a phrase; None if nothing."""
     try:
-        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        names = template_fields(template)
     except ValueError as exc:
-        return f"is malformed ({exc}); write a literal brace twice, {{{{ or }}}}"
+        return str(exc)
     unknown = sorted(names - set(TEMPLATE_PLACEHOLDERS))
     if unknown:
         nearest = _nearest(unknown[0], list(TEMPLATE_PLACEHOLDERS))

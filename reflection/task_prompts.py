@@ -7,10 +7,8 @@ the reply is always appended after it, because the answer is read as that JSON.
 
 from __future__ import annotations
 
-import string
-
 from reflection.task_reflection import MAX_NOTES, TaskReflection, TaskReflectionInput
-from reflection.text import cut_block
+from reflection.text import cut_block, template_fields
 
 OUTPUT_CHARS = 8_000  # of the accepted work shown: enough to judge it, not the whole tree
 PLACEHOLDERS = ("description", "expected_output", "output", "prior")
@@ -59,9 +57,9 @@ NOTES_HEADING = "## Task Improvement Notes (from prior executions)"
 def template_problem(template: str) -> str | None:
     """What makes a reflection prompt template unusable, as a phrase; None if nothing."""
     try:
-        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        names = template_fields(template)
     except ValueError as exc:
-        return f"is malformed ({exc}); write a literal brace twice, {{{{ or }}}}"
+        return str(exc)
     unknown = sorted(names - set(PLACEHOLDERS))
     if unknown:
         known = ", ".join(f"{{{name}}}" for name in PLACEHOLDERS)

@@ -5,6 +5,7 @@ One helper per way of fitting, so that every clipped text in goldenloop reads th
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 
 
@@ -41,3 +42,11 @@ def english_list(items: Sequence[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def template_fields(template: str) -> set[str]:
+    """The `{names}` a str.format template uses; ValueError (a phrase) when it is malformed."""
+    try:
+        return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"is malformed ({exc}); write a literal brace twice, {{{{ or }}}}") from None
