@@ -330,10 +330,6 @@ class Repo:
         logger.info("folded the commits %s..%s back into the tree", base[:12], head[:12])
         return paths
 
-    def commit_times(self, base: str) -> list[int]:
-        """The committer times (epoch seconds) of the commits from `base` to HEAD."""
-        return [int(t) for t in self._git("log", "--format=%ct", f"{base}..HEAD").split()]
-
     def align_index(self, paths: list[str]) -> None:
         """The user's index entries of `paths` as HEAD has them (after goldenloop committed them)."""
         if paths:

@@ -25,7 +25,7 @@ from orchestrator.checks.convergence import StopReason
 from orchestrator.config import ConfigError, ProjectConfig, load_config
 from orchestrator.executors.base import Executor
 from orchestrator.fileio import LockTimeout, atomic_write
-from orchestrator.journal import SLACK_S, Journal
+from orchestrator.journal import Journal
 from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
 from orchestrator.loop.decompose import is_small
@@ -137,7 +137,7 @@ class ProjectSession:
         return config
 
     def _refuse_dirty_tree(self) -> None:
-        dirty = self.repo.dirty_paths()
+        dirty, left = self.repo.dirty_paths(), set()
         if dirty:  # what a killed run's attempt left is not the user's: recover() undoes it
             left = self._left_by_killed_run()
             dirty = [p for p in dirty if p not in left]
@@ -150,9 +150,14 @@ class ProjectSession:
             )
             return
         shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
+        killed = ""
+        if left:  # say so, or the user takes the dead run's files for theirs and commits them
+            theirs = ", ".join(sorted(left)[:5]) + (" ..." if len(left) > 5 else "")
+            killed = (f"; the changes to {theirs} were made by a killed run and will be undone "
+                      "by the next run: leave them out of your commit")
         raise UserError(
-            f"the working tree has uncommitted changes ({shown}); commit or stash them, "
-            "or pass --allow-dirty",
+            f"the working tree has uncommitted changes of yours ({shown}); commit or stash them, "
+            f"or pass --allow-dirty{killed}",
             EXIT_REFUSED,
         )
 
@@ -309,10 +314,10 @@ class ProjectSession:
             self.runlog.event("commit_recovered", taskId=task.id, subtaskId=subtask.id, sha=commit["new"])
             return
         subtask.status = "pending"
-        if repo.head() != subtask.base_commit and journal is not None:
-            self._fold_agent_commits(task, subtask, journal, repo)
         if repo.head() != subtask.base_commit:
-            return  # the user committed since: their history is theirs
+            # Someone committed since: the killed agent, or the user after the crash. Whose
+            # a commit is cannot be told for sure, and history is never rewritten on a guess.
+            return
         ours, theirs, unknown = self._killed_attempt(repo, subtask, journal)
         if unknown:
             raise UserError(
@@ -322,17 +327,6 @@ class ProjectSession:
         kept = self._put_back_user_files(repo, journal) if journal else []
         self.runlog.event("restored", taskId=task.id, subtaskId=subtask.id, paths=restored,
                           keptYours=sorted(theirs), userFilesPutBack=kept)
-
-    def _fold_agent_commits(self, task: Task, subtask: Subtask, journal: Journal, repo: Repo) -> None:
-        """Commits the killed attempt's agent made (all while the run lived) are the attempt's."""
-        assert self.runlog is not None and subtask.base_commit is not None
-        try:
-            times = repo.commit_times(subtask.base_commit)
-            if times and max(times) <= journal.alive + SLACK_S:
-                paths = repo.fold_commits_since(subtask.base_commit)
-                self.runlog.event("agent_commits_folded", taskId=task.id, subtaskId=subtask.id, paths=paths)
-        except RepoError:
-            return  # HEAD is elsewhere: leave history alone
 
     @staticmethod
     def _put_back_user_files(repo: Repo, journal: Journal) -> list[str]:

@@ -249,3 +249,25 @@ def test_a_kill_during_the_bookkeeping_commit_leaves_no_stale_index(git_repo: Pa
     assert git(repo, "diff", "--cached", "--name-only") == ""
     assert git(repo, "status", "--porcelain") == ""
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+
+
+def test_a_commit_made_after_the_kill_stays_in_history_and_the_refusal_names_the_runs_leftovers(
+    git_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, state = agent_project(git_repo, tmp_path)
+    first = start(repo)
+    wait_for(state / "agent", first)
+    kill(first)
+    after_the_run_died()
+    (repo / "README.md").write_text("my edit\n")
+
+    assert do_one_task(repo) == 4
+    err = capsys.readouterr().err
+    assert "uncommitted changes of yours (README.md)" in err
+    assert "agent_scratch.md" in err and "made by a killed run" in err
+
+    git(repo, "commit", "-qm", "my readme", "--", "README.md")  # right away: no guess may undo it
+    mine = git(repo, "rev-parse", "HEAD").strip()
+    do_one_task(repo, "--allow-dirty")
+    assert mine in git(repo, "log", "--format=%H").split()
+    assert git(repo, "show", f"{mine}:README.md") == "my edit\n"

@@ -315,7 +315,18 @@ def about_task(test_id: str, task_text: str) -> bool:
     the file tests (`calc` for `test_calc.py`), or asks for the failing tests to pass."""
     if _ABOUT_ALL_TESTS.search(task_text):
         return True
+    if _names_tests_of_its_file(test_id, task_text):  # then only the tests it names are its own
+        function = re.sub(r"\[.*\]$", "", test_id.split("::")[-1])
+        return any(mentions(task_text, name) for name in (test_id, function, _tested_name(function)))
     return any(mentions(task_text, name) for name in _test_names(test_id))
+
+
+def _names_tests_of_its_file(test_id: str, task_text: str) -> bool:
+    """The task names single tests of this test's file (`tests/test_more.py::test_sub`)."""
+    if "::" not in test_id:
+        return False
+    path = test_id.split("::")[0]
+    return f"{path}::" in task_text or f"{path.rsplit('/', 1)[-1]}::" in task_text
 
 
 def _tested_module(stem: str) -> str:

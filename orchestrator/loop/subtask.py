@@ -343,8 +343,10 @@ class SubtaskRun:
                                 agent_failed=executed.failure_kind == "agent")
 
     async def touched_user_files(self, touched: list[str], started: float) -> SubtaskResult:
-        reason = (f"the attempt changed {', '.join(touched)}, which hold(s) uncommitted work of yours; "
-                  "goldenloop never mixes its edits into your work: commit or stash it and run again")
+        files = f"{touched[0]}, which holds" if len(touched) == 1 else f"{', '.join(touched)}, which hold"
+        reason = (f"the attempt changed {files} uncommitted work of yours (put back as it was); goldenloop "
+                  "never mixes its edits into your work: commit or stash it, set the task's status back "
+                  "to open in .openagents/tasks.jsonl and run again")
         self.event("user_files_touched", paths=touched)
         self.record("user_files", reason, started)
         return await self.escalate(StopReason.ENVIRONMENT)
@@ -415,7 +417,7 @@ class SubtaskRun:
             await self.restore()
         s.status, s.convergence = "failed", why
         self.save()
-        reason = (f"subtask {s.id} stopped ({why.value}) after {len(self.snapshots)} attempt(s); "
+        reason = (f"subtask {s.id} stopped ({why.value}) after {self.attempt} attempt(s); "
                   f"last: {s.last_failure_reason}; see {packet.relative_to(p.project_dir)}")
         self.event("escalated", convergence=why, packet=str(packet), restored=restored, reason=reason)
         return SubtaskResult("escalated", reason, escalation=packet, stop_reason=why)

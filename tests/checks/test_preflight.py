@@ -392,3 +392,10 @@ async def test_rerun_keeps_earlier_passed_steps_and_reruns_only_the_failing_one(
     passed = await rerun_failing(tmp_path, already, CheckSettings(timeout_s=30))
     assert counter.read_text() == "x\nx\n"  # nothing to rerun
     assert passed.passed
+
+
+def test_a_task_that_names_one_test_of_a_file_is_not_about_its_neighbours() -> None:
+    task_text = "Make tests/test_more.py::test_sub pass"
+    assert about_task("tests/test_more.py::test_sub", task_text)
+    assert not about_task("tests/test_more.py::test_mul", task_text)
+    assert about_task("tests/test_more.py::test_mul", "Fix tests/test_more.py")  # the whole file

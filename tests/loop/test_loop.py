@@ -135,7 +135,7 @@ def test_dirty_tree_is_refused_with_exit_4(git_repo, capsys):
 
     assert do_one_task(repo) == 4
 
-    assert "uncommitted changes (calc.py)" in capsys.readouterr().err
+    assert "uncommitted changes of yours (calc.py)" in capsys.readouterr().err
     assert "# my work in progress" in (repo / "calc.py").read_text()
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
 
