@@ -144,6 +144,9 @@ def print_summary(
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
     for r in reports:
+        if not r.started:
+            print(f"{r.project_dir}: not started: {r.stop_reason}")
+            continue
         why = f"refused: {r.refused}" if r.refused else (r.stop_reason or "interrupted")
         print(f"{r.project_dir}: stopped because {why}")
         if not r.refused:

@@ -72,12 +72,14 @@ class RepoReport:
     stop_reason: str = ""
     refused: str | None = None
     exit_code: int = EXIT_DONE
+    started: bool = True  # False: the run's budget ended before this repository's turn
 
     def summary(self) -> dict:
         return {
             "runId": self.run_id,
             "projectDir": str(self.project_dir),
             "stopReason": self.stop_reason,
+            "started": self.started,
             "refused": self.refused,
             "tasks": [
                 {
@@ -303,9 +305,12 @@ class OvernightOptions:
 async def run_overnight_async(options: OvernightOptions) -> list[RepoReport]:
     """Every repository in turn; refusals are reported, never raised."""
     run_id = new_run_id()
-    for directory in options.dirs:
+    for number, directory in enumerate(options.dirs):
         await _run_repository(directory.resolve(), run_id, options)
         if options.budget.max_tasks is not None and options.budget.started_tasks >= options.budget.max_tasks:
+            for unreached in options.dirs[number + 1 :]:  # said, so that no repository is forgotten
+                options.reports.append(RepoReport(unreached.resolve(), run_id, started=False,
+                                                  stop_reason=f"task count reached ({options.budget.max_tasks})"))
             break
     return options.reports
 

@@ -697,3 +697,16 @@ def test_a_budget_out_of_range_is_refused_in_one_line_before_anything_runs(
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
     assert (repo / ".openagents" / "tasks.jsonl").read_text() == before
+
+
+def test_a_repository_the_task_budget_never_reached_is_named_in_the_summary(tmp_path, capsys):
+    greet = [{"match": "Task T-1", "reply": write_file("greet.py", GREET)}]
+    first = features_project(init_repo(tmp_path / "one"), greet,
+                             [task("T-1", "Add greet")])
+    second = features_project(init_repo(tmp_path / "two"), [], [task("T-1", "Add greet")])
+
+    assert overnight(first, second, "--max-tasks", "1") == 0
+
+    out = capsys.readouterr().out
+    assert f"{second}: not started: task count reached (1)" in out
+    assert tasks_on_disk(second)["T-1"]["status"] == "open"
