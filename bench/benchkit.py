@@ -12,15 +12,21 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
 
+def init_repo(repo: Path) -> Path:
+    """An empty repository on branch main with `.openagents/` made and a bench identity."""
+    (repo / ".openagents").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "bench@example.invalid")
+    git(repo, "config", "user.name", "bench")
+    git(repo, "config", "commit.gpgsign", "false")
+    return repo
+
+
 def backlog_repo(
     repo: Path, tasks: int, test_command: str, id_format: str = "T-{n}", preflight: bool = True
 ) -> Path:
     """`tasks` tasks; task n asks for mod_n.py and the scripted reply writes it."""
-    meta = repo / ".openagents"
-    meta.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "bench@example.invalid")
-    git(repo, "config", "user.name", "bench")
+    meta = init_repo(repo) / ".openagents"
     (repo / "README.md").write_text("bench\n")
     lines, replies = [], []
     for n in range(tasks):

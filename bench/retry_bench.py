@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchkit import git
+from benchkit import git, init_repo
 
 PY = sys.executable
 PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
@@ -131,12 +131,7 @@ SCENARIOS = [
 
 def make_repo(root: Path, scenario: Scenario, retry: dict[str, Any]) -> Path:
     repo = root / "repo"
-    meta = repo / ".openagents"
-    meta.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "bench@example.invalid")
-    git(repo, "config", "user.name", "bench")
-    git(repo, "config", "commit.gpgsign", "false")
+    meta = init_repo(repo) / ".openagents"
     files = {"calc.py": CALC, "test_calc.py": CALC_TESTS, ".gitignore": "__pycache__/\n",
              **scenario.files(root)}
     for name, text in files.items():

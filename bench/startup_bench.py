@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchkit import git, init_repo  # bench/ is the script's folder, so on sys.path
+
 BIN = Path(sys.executable).parent  # the virtualenv's console scripts sit next to its python
 TEST_COMMAND = "true"  # the cheapest realistic check; the shell script runs the same
 AGENT_COMMAND = "test -s {prompt_file} && echo hello > hello.txt"
@@ -80,18 +82,10 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, stderr: int 
     return Usage(ru.ru_utime + ru.ru_stime, ru.ru_maxrss, proc.returncode)
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
 def make_template(root: Path, config: dict) -> Path:
     """A committed repository with one task and `config` as its project.json."""
     repo = root / "template"
-    meta = repo / ".openagents"
-    meta.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "bench@example.invalid")
-    git(repo, "config", "user.name", "bench")
+    meta = init_repo(repo) / ".openagents"
     (repo / "README.md").write_text("bench\n")
     (meta / "tasks.jsonl").write_text(json.dumps(TASK, separators=(",", ":")) + "\n")
     (meta / "project.json").write_text(json.dumps(config))
