@@ -11,9 +11,13 @@ task so that a busy machine slows both alike; medians of the per-task wall times
 - memory: `memory/reflections.jsonl` empty vs 1,000,000 records (committed, as earlier
   bookkeeping commits left them). Every task fails its first attempt, gets one heuristic
   reflection and passes its retry (target <= 1.2).
+- repository: a tree of 20,000 files. The time `do-one-task` spends in git processes per
+  task (command executor, default checks) against the plumbing floor: the least git a
+  script needs to do the same visible work on a copy of the repository (see
+  `floor_task`), timed the same way (target <= 1.3).
 
     .venv/bin/python bench/scale_bench.py [--tasks 10] [--backlog 100000] [--records 1000000]
-        [--only backlog|memory]
+        [--files 20000] [--only backlog|memory|repo]
 
 Everything happens in a temp dir that is removed afterwards.
 """
@@ -24,6 +28,7 @@ import argparse
 import contextlib
 import io
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,7 +41,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a plain checkout works too
 
-from benchkit import backlog_repo, git  # noqa: E402
+from benchkit import backlog_repo, git, init_repo  # noqa: E402
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -189,21 +194,129 @@ def bench_memory(tmp: Path, tasks: int, records: int) -> None:
           f"per-pair ratios {', '.join(f'{b / a:.2f}' for a, b in zip(te, tf))}")
 
 
+def big_tree_repo(repo: Path, files: int, tasks: int) -> Path:
+    """`files` files in folders of 50, and `tasks` open tasks for the command executor."""
+    meta = init_repo(repo) / ".openagents"
+    for n in range(files):
+        folder = repo / "src" / f"pkg{n // 50}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"mod{n % 50}.py").write_text(f"VALUE = {n}\n")
+    lines = [json.dumps({"id": f"T-{n}", "status": "open", "title": f"change {n}", "priority": 2,
+                         "createdAt": f"2026-01-01T00:00:{n:02d}Z"}) for n in range(tasks)]
+    (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    config = {"testCommands": ["true"], "decomposeMinChars": 0, "reflexion": {"useLLM": False},
+              "executor": {"kind": "command", "command": 'test -s {prompt_file} && echo x > "change-$(date +%s%N).txt"'}}
+    (meta / "project.json").write_text(json.dumps(config))
+    git(repo, "config", "gc.auto", "0")  # no gc in the background, then packed as a clone is
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a big tree")
+    git(repo, "gc", "-q")
+    return repo
+
+
+class GitClock:
+    """Wall time spent in the git processes goldenloop's repository layer runs."""
+
+    def __init__(self) -> None:
+        import orchestrator.repo as repo_module
+
+        self.module, self.real, self.seconds, self.calls = repo_module, repo_module._run, 0.0, 0
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return self.real(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += 1
+        repo_module._run = timed
+
+    def take(self) -> tuple[float, int]:
+        taken = self.seconds, self.calls
+        self.seconds, self.calls = 0.0, 0
+        return taken
+
+
+def floor_task(repo: Path, n: int) -> tuple[float, int]:
+    """The least git that does the same visible work: look at the tree before the task,
+    after the checks ran on it and after the edit (three `status`), then commit the
+    change and the closed task with plumbing (`update-index`, `write-tree`,
+    `commit-tree`, `update-ref`), on the real index. Returns (git seconds, git calls)."""
+    spent, calls = 0.0, 0
+
+    def g(*args: str) -> str:
+        nonlocal spent, calls
+        start = time.perf_counter()
+        out = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+        spent, calls = spent + time.perf_counter() - start, calls + 1
+        return out.strip()
+
+    status = ("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+    g(*status)  # is the tree clean?
+    subprocess.run("true", shell=True, cwd=repo, check=True)  # the checks, before any change
+    g(*status)  # did they leave anything?
+    subprocess.run(f'echo x > "change-{n}.txt"', shell=True, cwd=repo, check=True)
+    changed = [entry[3:] for entry in g(*status).split("\0") if entry]
+    for paths, message in ((changed, f"T-{n}: change"), ([".openagents/tasks.jsonl"], f"T-{n}: bookkeeping")):
+        if paths == [".openagents/tasks.jsonl"]:
+            tasks = repo / paths[0]
+            tasks.write_text(tasks.read_text().replace(f'"T-{n}", "status": "open"', f'"T-{n}", "status": "closed"'))
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                              text=True).stdout.strip()  # untimed: a script would know it
+        g("update-index", "--add", "--remove", "--", *paths)
+        tree = g("write-tree")
+        sha = g("commit-tree", tree, "-p", head, "-m", message)
+        g("update-ref", "HEAD", sha, head)
+    return spent, calls
+
+
+def bench_repo(tmp: Path, tasks: int, files: int) -> None:
+    start = time.perf_counter()
+    ours = big_tree_repo(tmp / "tree", files, tasks + 1)
+    floor = tmp / "floor"
+    shutil.copytree(ours, floor, symlinks=True)
+    print(f"repository: {files:,} files, made and committed in {time.perf_counter() - start:.1f} s")
+    clock = GitClock()
+    one_task(ours)  # warm-up: imports; the first run also writes .openagents/.gitignore
+    clock.take()
+    floor_task(floor, tasks)
+    ts, tf, counts = [], [], set()
+    for n in range(tasks):
+        first_floor = n % 2
+        if first_floor:
+            tf.append(floor_task(floor, n)[0])
+        one_task(ours)
+        seconds, calls = clock.take()
+        ts.append(seconds)
+        counts.add(calls)
+        if not first_floor:
+            tf.append(floor_task(floor, n)[0])
+    mo, mf = statistics.median(ts), statistics.median(tf)
+    print(f"repository: git time per task, do-one-task ({'/'.join(map(str, sorted(counts)))} git calls), "
+          f"median of {tasks}: {mo * 1000:.0f} ms")
+    print(f"repository: git time per task, plumbing floor (11 git calls): {mf * 1000:.0f} ms")
+    print(f"repository: ratio {mo / mf:.2f}  (target <= 1.3); "
+          f"per-pair ratios {', '.join(f'{o / f:.2f}' for o, f in zip(ts, tf))}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10, help="tasks timed per repository")
     parser.add_argument("--backlog", type=int, default=100_000)
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=["backlog", "memory"])
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--only", choices=["backlog", "memory", "repo"])
     args = parser.parse_args()
     from reflection.scripted import register_scripted_provider
 
     register_scripted_provider()
     with tempfile.TemporaryDirectory() as tmp:
-        if args.only != "memory":
+        if args.only in (None, "backlog"):
             bench_backlog(Path(tmp), args.tasks, args.backlog)
-        if args.only != "backlog":
+        if args.only in (None, "memory"):
             bench_memory(Path(tmp), args.tasks, args.records)
+        if args.only in (None, "repo"):
+            bench_repo(Path(tmp), args.tasks, args.files)
 
 
 if __name__ == "__main__":

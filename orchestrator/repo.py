@@ -6,15 +6,20 @@ base, or is untracked and new, is the attempt's. The user's own dirty paths and
 `.openagents/` are never counted, restored or committed.
 
 Diffs and commits are built in a scratch index (GIT_INDEX_FILE) seeded from a commit,
-so whatever the user has staged stays exactly as it is.
+so whatever the user has staged stays exactly as it is. Git's cost grows with the
+repository, so the usual case takes the cheap road: one `status` says what an attempt
+changed, and the scratch index is a copy of the user's index when that holds nothing
+staged (reading a 20k-file tree into an index costs ten copies).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,6 +102,7 @@ class Repo:
         self.common_dir = (path / lines[2]).resolve()  # git prints it relative to where it ran
         self.root = Path(lines[3])
         self._commits: dict[str, str] = {}
+        self._trees: dict[str, str] = {}  # commit -> tree: neither ever changes
         self._identity: dict[str, str] | None = None
         if not self._has_commits():
             raise RepoError(
@@ -134,12 +140,47 @@ class Repo:
         return set(_split_z(listed))
 
     @contextmanager
-    def _scratch_index(self, rev: str) -> Iterator[dict[str, str]]:
-        """An environment whose index is a private copy of `rev`'s tree."""
+    def _scratch_index(self, rev: str, replaced: Iterable[str] = ()) -> Iterator[dict[str, str]]:
+        """An environment whose index is a private copy of `rev`'s tree, except for the
+        `replaced` paths, whose entries the caller is about to overwrite anyway."""
         with tempfile.TemporaryDirectory(prefix="goldenloop-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            self._git("read-tree", rev, env=env)
+            if not self._copy_user_index(rev, set(replaced), env):
+                self._git("read-tree", rev, env=env)
             yield env
+
+    def _copy_user_index(self, rev: str, replaced: set[str], env: Mapping[str, str]) -> bool:
+        """Seed the scratch index from the user's when it stages nothing but `replaced`
+        against `rev` (its stat data also spares git re-reading unchanged files)."""
+        try:  # with its mtime: git trusts an entry's stat data only when older than the index
+            shutil.copy2(self.git_dir / "index", env["GIT_INDEX_FILE"])
+        except OSError:  # no index yet, or unreadable: read the tree instead
+            return False
+        staged = self._git("diff-index", "--cached", "--name-only", "-z", "--no-renames", rev, env=env)
+        return set(_split_z(staged)) <= replaced
+
+    def _update_index(self, paths: list[str], env: Mapping[str, str] | None = None) -> None:
+        """Index entries of `paths` as the working tree has them (gone files: removed)."""
+        try:
+            self._git("update-index", "--add", "--remove", "--", *paths, env=env)
+        except RepoError:  # a nested repository or the like: `add` knows what to make of it
+            self._git("add", "--all", "--force", "--", *paths, env=env)
+
+    def _tree_of(self, commit: str) -> str:
+        if commit not in self._trees:
+            self._trees[commit] = self._loose_tree_of(commit) or self._git("rev-parse", f"{commit}^{{tree}}")
+        return self._trees[commit]
+
+    def _loose_tree_of(self, commit: str) -> str | None:
+        """A commit's tree read from its loose object (a process spared); None if packed."""
+        try:
+            raw = zlib.decompress((self.common_dir / "objects" / commit[:2] / commit[2:]).read_bytes())
+        except (OSError, zlib.error):
+            return None
+        header, _, body = raw.partition(b"\0")
+        if not (header.startswith(b"commit ") and body.startswith(b"tree ")):
+            return None
+        return body[5:body.index(b"\n")].decode("ascii")
 
     # -- state ----------------------------------------------------------------------
 
@@ -191,13 +232,20 @@ class Repo:
             return False
         return True
 
-    def dirty_paths(self, ignore: str = OPENAGENTS) -> list[str]:
-        """Modified, staged, deleted and untracked (not ignored) paths outside `ignore`."""
+    def dirty_paths(self) -> list[str]:
+        """Modified, staged, deleted and untracked (not ignored) paths outside `.openagents/`."""
+        return sorted(_outside_openagents(self._status()))
+
+    def dirty_paths_under(self, folder: str) -> list[str]:
+        """`dirty_paths` inside `folder` only: git looks at nothing else (cheap in a big tree)."""
+        return sorted(self._status(folder))
+
+    def _status(self, *pathspec: str) -> set[str]:
         status = self._git(
-            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
+            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
+            *(("--", *pathspec) if pathspec else ()),
         )
-        paths = {entry[3:] for entry in _split_z(status)}
-        return sorted(p for p in paths if not _under(p, ignore))
+        return {entry[3:] for entry in _split_z(status)}
 
     def untracked(self) -> set[str]:
         """Untracked, not ignored files, as repository-relative posix paths."""
@@ -214,6 +262,8 @@ class Repo:
 
     def changed_files(self, base: str, dirty_before: set[str]) -> list[str]:
         """Files the attempt changed since `base`: tracked edits and deletions, new files."""
+        if self._commit_sha(base) == self.head():  # the usual case: one `status` tells
+            return sorted(_outside_openagents(self._status() - dirty_before))
         tracked, created = self._changes(base, dirty_before)
         return sorted(tracked | created)
 
@@ -298,17 +348,19 @@ class Repo:
         if gone:  # a deletion can only be staged for a path the base tree knows
             known = self._paths_in_tree(head, gone)
             present += [p for p in gone if p in known]
-        with self._scratch_index(head) as env:
+        with self._scratch_index(head, replaced=present) as env:
             if present:
-                self._git("add", "--all", "--", *present, env=env)
+                self._update_index(present, env)
             tree = self._git("write-tree", env=env)
-        if tree == self._git("rev-parse", f"{head}^{{tree}}"):
+        if tree == self._tree_of(head):
             raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD")
         sha = self._git("commit-tree", tree, "-p", head, "-m", message, env=self._identity_env())
         if before_ref is not None:
             before_ref(head, sha)
         self._git("update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD", sha, head)
-        self.align_index(present)
+        self._trees[sha] = tree
+        if present:  # the working tree holds what was just committed: the user's index follows it
+            self._update_index(present)
         logger.info("committed %d path(s) as %s", len(present), sha[:12])
         return sha
 

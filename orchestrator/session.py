@@ -506,8 +506,8 @@ class ProjectSession:
             return None
         paths = [
             p
-            for p in self.repo.dirty_paths(ignore="\0")
-            if p.startswith(OPENAGENTS) and not p.endswith(".lock") and not _is_memory(p)
+            for p in self.repo.dirty_paths_under(OPENAGENTS)
+            if not p.endswith(".lock") and not _is_memory(p)
         ]
         if not paths:
             return None

@@ -94,12 +94,13 @@ def alive(pid: int) -> bool:
 
 def git_that_kills_its_caller(tmp_path: Path, when: str) -> str:
     """A PATH whose `git` SIGKILLs goldenloop when its arguments match the shell pattern
-    `when`: the kill lands between two git steps, every time."""
+    `when` and it works on the user's index (not a scratch one): the kill lands between
+    two git steps, every time."""
     wrapper = tmp_path / "bin"
     wrapper.mkdir()
     real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
     (wrapper / "git").write_text(
-        f'#!/bin/sh\ncase "$*" in {when}) kill -9 $PPID; sleep 5;; esac\nexec {real_git} "$@"\n')
+        f'#!/bin/sh\ncase "$*" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ kill -9 $PPID; sleep 5; }};; esac\nexec {real_git} "$@"\n')
     (wrapper / "git").chmod(0o755)
     return f"{wrapper}:{os.environ['PATH']}"
 
@@ -166,7 +167,7 @@ def test_recovery_that_cannot_tell_whose_change_it_is_stops_and_changes_nothing(
 def test_a_kill_between_the_commit_and_the_index_leaves_nothing_stale(git_repo: Path, tmp_path: Path) -> None:
     repo, state = agent_project(git_repo, tmp_path)
     (state / "runs").write_text("1")  # the agent writes the fix at once
-    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "reset*")})
+    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-index*")})
     first.communicate(timeout=WAIT_S)
     assert first.returncode == -signal.SIGKILL
     sha = git(repo, "rev-parse", "HEAD").strip()
@@ -240,7 +241,7 @@ def test_the_journal_and_its_copies_of_your_files_are_never_committed(git_repo: 
 def test_a_kill_during_the_bookkeeping_commit_leaves_no_stale_index(git_repo: Path, tmp_path: Path) -> None:
     repo, state = agent_project(git_repo, tmp_path)
     (state / "runs").write_text("1")  # the agent writes the fix at once
-    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "reset*.openagents*")})
+    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-index*.openagents*")})
     first.communicate(timeout=WAIT_S)
     assert first.returncode == -signal.SIGKILL
     assert git(repo, "diff", "--cached", "--name-only") != ""  # the old .openagents files, staged

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -141,6 +143,32 @@ def test_commit_takes_exactly_the_given_paths(project: Path) -> None:
     assert repo.dirty_paths() == ["README.md"]
     assert repo.changed_files(sha, repo.untracked()) == ["README.md"]
     assert "closed" not in git(project, "show", f"{sha}:.openagents/tasks.jsonl")
+
+
+def test_an_edit_in_the_second_the_index_was_written_is_still_committed(project: Path) -> None:
+    # The scratch index is a copy of the user's. Git trusts an entry's stat data only when
+    # the file is older than the index file; a copy stamped "now" would make it trust an
+    # entry written in the same second as the file, and the edit below would be missed.
+    repo = Repo(project)
+    app, index = project / "src" / "app.py", project / ".git" / "index"
+    then = time.time() - 100
+    os.utime(app, (then, then))
+    git(project, "update-index", "--refresh")  # the entry records that mtime
+    os.utime(index, (then, then))  # ... and the index was written in that same second
+    app.write_text("def answer():\n    return 43\n")  # same size, same second
+    os.utime(app, (then, then))
+    sha = repo.commit(["src/app.py"], "t1: answer 43")
+    assert "return 43" in git(project, "show", f"{sha}:src/app.py")
+    assert repo.dirty_paths() == []
+
+
+def test_commit_reads_the_tree_of_a_packed_head(project: Path) -> None:
+    git(project, "gc", "-q")  # HEAD's commit object now lives in a pack, not a loose file
+    repo = Repo(project)
+    with pytest.raises(RepoError, match="nothing to commit"):
+        repo.commit(["src/app.py"], "no-op")
+    (project / "src" / "app.py").write_text("changed\n")
+    assert repo.commit(["src/app.py"], "t1: change") == repo.head()
 
 
 def test_commit_without_changes_is_refused(project: Path) -> None:
