@@ -6,8 +6,9 @@ task so that a busy machine slows both alike; medians of the per-task wall times
 
 - backlog: `tasks.jsonl` with 100 tasks vs 100,000 (all but the ones run closed). A
   `do-one-task` run's wall time is its start-up plus the task, so the ratio covers both
-  (target <= 1.5). Peak memory of one such run, in a fresh process, against the file's
-  size (target <= 2x).
+  (target <= 1.5). The first run on the long backlog moves its closed tasks to the
+  archive (see orchestrator/task_archive.py); it is timed on its own, and its peak
+  memory, in a fresh process, is compared with the file's size (target <= 2x).
 - memory: `memory/reflections.jsonl` empty vs 1,000,000 records (committed, as earlier
   bookkeeping commits left them). Every task fails its first attempt, gets one heuristic
   reflection and passes its retry (target <= 1.2).
@@ -163,17 +164,21 @@ def bench_backlog(tmp: Path, tasks: int, size: int) -> None:
     close_all_but(small, tasks + 4)
     big = backlog_repo(tmp / "big", size, "true")
     file_size = close_all_but(big, tasks + 4)
+    untouched = tmp / "big-untouched"
+    shutil.copytree(big, untouched, symlinks=True)
     one_task(small)  # warm-up: imports, litellm
-    one_task(big)
+    first = one_task(big)  # moves the closed tasks to the archive (once)
     ts, tb = paired(small, big, tasks)
     ms, mb = statistics.median(ts), statistics.median(tb)
+    print(f"backlog: the first run on {size:,} tasks (moves the closed ones to the archive, once): "
+          f"{first * 1000:.0f} ms")
     print(f"backlog: do-one-task with 100 tasks, median of {tasks}: {ms * 1000:.0f} ms")
     print(f"backlog: do-one-task with {size:,} tasks, median of {tasks}: {mb * 1000:.0f} ms")
     print(f"backlog: ratio {mb / ms:.2f}  (target <= 1.5); "
           f"per-pair ratios {', '.join(f'{b / a:.2f}' for a, b in zip(ts, tb))}")
     warm = backlog_repo(tmp / "warm", 2, "true")
-    grown = peak_growth(warm, big)
-    print(f"backlog: peak memory growth of a run {grown / 2**20:.1f} MiB, file "
+    grown = peak_growth(warm, untouched)  # the first run, the one that reads the whole file
+    print(f"backlog: peak memory growth of the first run {grown / 2**20:.1f} MiB, file "
           f"{file_size / 2**20:.1f} MiB, {grown / file_size:.2f}x  (target <= 2x)")
 
 

@@ -29,6 +29,7 @@ from pydantic_core import ErrorDetails
 
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.layout import Layout
+from orchestrator.task_archive import ARCHIVE_OVER
 from reflection.schema import CamelModel
 from reflection.task_prompts import template_problem as task_template_problem
 from reflection.text import template_fields
@@ -197,6 +198,9 @@ class ProjectConfig(_ConfigModel):
     # On escalation: put the subtask's base tree back, or leave the last attempt's edits.
     failure_cleanup: Literal["restore", "keep"] = "restore"
     commit_bookkeeping: bool = True  # commit .openagents/ changes when a task ends
+    # Once tasks.jsonl holds more closed tasks than this, all but the most recently closed
+    # fifth of it move to .openagents/archive/tasks-<year>.jsonl; 0: never.
+    archive_closed_over: int = Field(default=ARCHIVE_OVER, ge=0)
 
     @property
     def checks(self) -> CheckSettings:

@@ -37,6 +37,10 @@ class Layout:
         return self.root / "tasks.jsonl"
 
     @property
+    def task_archive(self) -> Path:
+        return self.root / "archive"
+
+    @property
     def reflections(self) -> Path:
         return self.project_dir / REFLECTIONS_PATH
 

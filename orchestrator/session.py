@@ -37,6 +37,7 @@ from orchestrator.metering import MeteredModel
 from orchestrator.processes import become_subreaper, kill_sessions
 from orchestrator.repo import OPENAGENTS, Repo, RepoError
 from orchestrator.runlog import RunLog
+from orchestrator.task_archive import archive_closed_tasks
 from orchestrator.tasks import Task, TaskBoard, TaskFileError
 from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, preload_litellm, price_known
 from reflection.meter import Meter
@@ -93,7 +94,7 @@ class ProjectSession:
         self.config = self._load_config()
         if self.runlog is None:
             self.runlog = RunLog(self.project_dir)
-        self.board = _call(lambda: TaskBoard.for_project(self.project_dir), EXIT_USAGE)
+        self.board = _call(self._open_board, EXIT_USAGE)
         self._check_api_keys()
         ensure_runtime_ignored(self.project_dir)
         self._take_lock()
@@ -110,6 +111,18 @@ class ProjectSession:
             self.close()
             raise
         return self
+
+    def _open_board(self) -> TaskBoard:
+        """The backlog, its oldest closed tasks first moved to the archive (see task_archive)."""
+        layout = Layout(self.project_dir)
+        try:
+            moved = archive_closed_tasks(layout.tasks, layout.task_archive, over=self.config.archive_closed_over)
+        except OSError as exc:  # the backlog works as well unarchived: say so and go on
+            self.notices.append(f"closed tasks were not moved to {layout.task_archive}: {exc.strerror or exc}")
+            moved = 0
+        if moved:
+            self.notices.append(f"moved {moved} closed task(s) from tasks.jsonl to .openagents/archive/")
+        return TaskBoard(layout.tasks, archive=layout.task_archive)
 
     def _load_config(self) -> ProjectConfig:
         try:
@@ -354,8 +367,7 @@ class ProjectSession:
             return task
         if task.status in ("closed", "blocked"):
             raise UserError(f"task {task_id} is {task.status}, not ready", EXIT_NO_TASK)
-        status = self.board.statuses()
-        waiting = [d.id for d in task.deps if d.type in ("blocks", "parent-child") and status.get(d.id) != "closed"]
+        waiting = [d.id for d in task.deps if d.type in ("blocks", "parent-child") and not self.board.is_closed(d.id)]
         raise UserError(f"task {task_id} is waiting for {', '.join(waiting)} to be closed", EXIT_NO_TASK)
 
     def base_model(self, name: str) -> ChatModel:

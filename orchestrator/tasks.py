@@ -27,6 +27,7 @@ from pydantic import Field, ValidationError, field_serializer, model_validator
 
 from orchestrator.fileio import atomic_write, file_lock
 from orchestrator.layout import Layout
+from orchestrator.task_archive import ArchivedTasks
 from reflection.schema import CamelModel
 
 log = logging.getLogger("goldenloop.tasks")
@@ -128,10 +129,7 @@ class _Line:
     def task(self) -> Task | None:
         """The validated task; None for a line that is not one (TaskFileError: lazily found invalid)."""
         if self._task is None and self.data is not None:
-            try:
-                self._task = Task.model_validate(self.data)
-            except ValidationError as exc:
-                raise TaskFileError(f"task {self.data['id']} is not a valid task: {_first_problem(exc)}") from None
+            self._task = _validated(self.data)
         return self._task
 
 
@@ -180,19 +178,22 @@ class TaskBoard:
         *,
         lock_timeout_s: float | None = 10.0,
         clock: Callable[[], datetime] = _now,
+        archive: Path | None = None,
     ) -> None:
         self.path = Path(path)
         self.lock_path = self.path.with_suffix(self.path.suffix + ".lock")
         self._lock_timeout_s = lock_timeout_s
         self._clock = clock
         self._logged: set[str] = set()
+        self.archive = ArchivedTasks(archive or self.path.parent / "archive")  # closed tasks moved out
         self._identity: tuple[int, ...] | None = None  # the file the snapshot was read from
         # Read now, so that a missing or unreadable file is reported where the board is made.
         self._snapshot = self._read()
 
     @classmethod
     def for_project(cls, project_dir: Path, **kwargs: Any) -> TaskBoard:
-        return cls(Layout(Path(project_dir)).tasks, **kwargs)
+        layout = Layout(Path(project_dir))
+        return cls(layout.tasks, archive=layout.task_archive, **kwargs)
 
     # --- reading -----------------------------------------------------------------------
 
@@ -215,10 +216,22 @@ class TaskBoard:
         return {task_id: snapshot.lines[i].status for task_id, i in snapshot.by_id.items()}
 
     def get(self, task_id: str) -> Task:
+        """The task, from tasks.jsonl or else from the archive of closed tasks."""
         snapshot = self._read()
+        if task_id not in snapshot.by_id and task_id not in snapshot.refused:
+            archived = self.archive.get(task_id)
+            if archived is not None:
+                return _validated(archived)
         task = snapshot.lines[snapshot.index_of(task_id)].task
         assert task is not None  # index_of only returns task lines
         return task
+
+    def is_closed(self, task_id: str) -> bool:
+        """Whether the task is closed: in tasks.jsonl, or moved to the archive."""
+        snapshot = self._read()
+        if task_id in snapshot.by_id:
+            return snapshot.lines[snapshot.by_id[task_id]].status == "closed"
+        return self.archive.get(task_id) is not None
 
     def ready(self) -> list[Task]:
         """Open or in-progress tasks whose blocking deps are all closed, most urgent first.
@@ -227,7 +240,12 @@ class TaskBoard:
         on an id that is not in the file counts as not closed: a typo must not unblock.
         """
         snapshot = self._read()
-        ready = [task for task in snapshot.tasks(_ACTIVE) if _unblocked(task, snapshot.closed)]
+        active = snapshot.tasks(_ACTIVE)
+        closed: set[str] | frozenset[str] = snapshot.closed
+        elsewhere = {d.id for task in active for d in task.deps if d.id not in snapshot.by_id}
+        if elsewhere:  # only a dependency named nowhere in tasks.jsonl opens the archive
+            closed = closed | (elsewhere & self.archive.ids())
+        ready = [task for task in active if _unblocked(task, closed)]
         return sorted(ready, key=_ready_order)
 
     def next_ready(self) -> Task | None:
@@ -336,7 +354,14 @@ def _identity(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _unblocked(task: Task, closed: set[str]) -> bool:
+def _validated(data: dict[str, Any]) -> Task:
+    try:
+        return Task.model_validate(data)
+    except ValidationError as exc:
+        raise TaskFileError(f"task {data['id']} is not a valid task: {_first_problem(exc)}") from None
+
+
+def _unblocked(task: Task, closed: set[str] | frozenset[str]) -> bool:
     return all(dep.id in closed for dep in task.deps if dep.type in _GATING_DEPS)
 
 
