@@ -53,6 +53,9 @@ echo >> "$GIT_COUNT_LOG"
 exec {git} "$@"
 """
 
+# What any run of a loop built on pydantic models and asyncio (anyio's backend) pays first.
+STACK_FLOOR = "from pydantic import BaseModel\nimport asyncio"
+
 # do-one-task in-process, reporting its own CPU and its children's at exit (RUSAGE_CHILDREN:
 # the agent and test commands and every git process it waited for).
 SELF_AND_CHILDREN = """
@@ -254,6 +257,10 @@ def main() -> None:
         print(f"shell script, same edit, test and commit (median CPU): {cpu_shell * 1000:.0f} ms")
         print(f"ratio of medians: {cpu_ours / cpu_shell:.1f}  (median of paired ratios "
               f"{statistics.median(ratios):.1f}; target <= 8)")
+        floor = median_cpu([sys.executable, "-c", STACK_FLOOR], runs=args.pairs)
+        print(f"the stack's floor, a fresh python importing only pydantic.BaseModel and asyncio: "
+              f"{floor * 1000:.0f} ms = {floor / cpu_shell:.1f}x the shell script, before any of "
+              "goldenloop's code or git runs")
         print(f"peak RSS of do-one-task: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB "
               "(target <= 60)")
         print(f"litellm imported by the run: {'yes' if run_litellm else 'no'}")
