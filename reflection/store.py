@@ -22,11 +22,17 @@ line with orjson and checks that every required key is there; `Reflection` objec
 validated only for the records `recent` and `iterate` return. A line that cannot be
 read as a record is skipped and logged once per store and line, naming file and line.
 
-Pruning rewrites the file under the lock into a temp file (kept lines byte-for-byte),
-fsyncs it and renames it over the original, so a concurrent reader sees the old file or
-the new one, never half of one. Unparseable complete lines are kept: they belong to
-someone else. A final line without `\\n` that does not parse is a torn write and is
-dropped.
+Other kinds of line. A line with a `kind` key is not an attempt reflection, whatever
+its other keys: readers pass over it, and the outcome records of reflection.outcome
+(`kind: "outcome"`, read by `outcomes()`) silently, as lines that belong here.
+
+Moving out (`move_out`, and `prune` built on it) rewrites the file under the lock into a
+temp file (kept lines byte-for-byte), fsyncs it and renames it over the original, so a
+concurrent reader sees the old file or the new one, never half of one. The lines that
+leave are first appended and fsynced to `<memory>/archive/reflections-<year>.jsonl`
+(the year of their createdAt): a kill between the two leaves a record in both places,
+never in neither. Unparseable complete lines are kept: they belong to someone else. A
+final line without `\\n` that does not parse is a torn write and is dropped.
 
 POSIX only (fcntl), like the rest of goldenloop's process handling.
 """
@@ -49,6 +55,7 @@ import orjson
 from pydantic import ValidationError
 
 from reflection.location import REFLECTIONS_PATH
+from reflection.outcome import OUTCOME_KIND, OutcomeReflection
 from reflection.schema import Reflection
 
 log = logging.getLogger("goldenloop.store")
@@ -276,7 +283,30 @@ def _load(line: bytes) -> Any:
 
 
 def _is_record(obj: Any) -> bool:
-    return type(obj) is dict and obj.keys() >= REQUIRED_KEYS and type(obj["subtaskId"]) is str
+    return (
+        type(obj) is dict
+        and obj.keys() >= REQUIRED_KEYS
+        and type(obj["subtaskId"]) is str
+        and "kind" not in obj
+    )
+
+
+def _is_ours(obj: Any) -> bool:
+    """A line of this file that is not an attempt reflection (an outcome record): no warning."""
+    return type(obj) is dict and obj.get("kind") == OUTCOME_KIND
+
+
+def _is_old_record(cutoff: datetime) -> Callable[[dict[str, Any]], bool]:
+    return lambda obj: _is_record(obj) and _created_before(obj, cutoff)
+
+
+def _year_of(obj: dict[str, Any]) -> int:
+    """The year of a record's createdAt; this year when it has none that reads."""
+    raw = obj.get("createdAt")
+    try:
+        return as_utc(datetime.fromisoformat(raw)).year if isinstance(raw, str) else datetime.now(UTC).year
+    except ValueError:
+        return datetime.now(UTC).year
 
 
 def _created_before(obj: dict[str, Any], cutoff: datetime) -> bool:
@@ -295,36 +325,72 @@ def _why_not_record(obj: Any) -> str:
         return "not valid JSON"
     if type(obj) is not dict:
         return "not a JSON object"
+    if "kind" in obj and obj.keys() >= REQUIRED_KEYS:
+        return f"of another kind ({obj['kind']!r})"
     missing = sorted(REQUIRED_KEYS - obj.keys())
     if missing:
         return "missing " + ", ".join(missing)
     return "subtaskId is not a string"
 
 
+Select = Callable[[dict[str, Any]], bool]
+
+
 def _copy_kept(
-    src: int, size: int, write: Callable[[bytes], object], cutoff: datetime
-) -> tuple[int, bool]:
-    """Write every line to keep; return (records removed, whether anything changed)."""
-    removed = 0
+    src: int, size: int, write: Callable[[bytes], object], select: Select
+) -> tuple[list[bytes], bool]:
+    """Write every line to keep; return (the selected lines, whether anything changed)."""
+    moving: list[bytes] = []
     pos = 0
     for pos, lines in _line_batches(src, 0, size):
         for line in lines:
             obj = _load(line)
-            if _is_record(obj) and _created_before(obj, cutoff):
-                removed += 1
+            if type(obj) is dict and select(obj):
+                moving.append(line)
             else:
                 write(line + b"\n")
             pos += len(line) + 1
     if pos >= size:
-        return removed, removed > 0
+        return moving, bool(moving)
     tail = os.pread(src, size - pos, pos)
     obj = _load(tail)
     if obj is None:
-        return removed, True  # a torn last write: dropped
-    if _is_record(obj) and _created_before(obj, cutoff):
-        return removed + 1, True
+        return moving, True  # a torn last write: dropped
+    if type(obj) is dict and select(obj):
+        return [*moving, tail], True
     write(tail)  # a complete object without `\n`: kept as it is
-    return removed, removed > 0
+    return moving, bool(moving)
+
+
+def _append_durably(path: Path, lines: list[bytes]) -> None:
+    """Append lines to path in one write and fsync it, starting on a line of its own."""
+    new_folder = not path.parent.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if new_folder:
+        _fsync_dir(path.parent.parent)  # the folder's own name, before a file is trusted to it
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        torn = size and os.pread(fd, 1, size - 1) != b"\n"
+        data = (b"\n" if torn else b"") + b"".join(line + b"\n" for line in lines)
+        written = os.write(fd, data)
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file's name itself durable."""
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _describe(exc: Exception) -> str:
@@ -490,7 +556,7 @@ class JsonlReflectionStore:
             for start, line in _candidates(region, needle):
                 obj = _load(line)
                 if not _is_record(obj):
-                    if line.strip():
+                    if line.strip() and not _is_ours(obj):
                         self._report_unread(line, base + start, _why_not_record(obj))
                     continue
                 if obj["subtaskId"] != subtask_id:
@@ -619,6 +685,7 @@ class JsonlReflectionStore:
                     type(obj) is dict
                     and obj.keys() >= required
                     and type(sid := obj["subtaskId"]) is str
+                    and "kind" not in obj
                 ):
                     ranges = index.get(sid)
                     if ranges is None:
@@ -626,7 +693,7 @@ class JsonlReflectionStore:
                     ranges.append(pos)
                     ranges.append(nxt - 1)
                     count += 1
-                elif line.strip():
+                elif line.strip() and not _is_ours(obj):
                     self._report_line(line, line_no, _why_not_record(obj))
                 pos = nxt
         self._end, self._count, self._lines = pos, count, line_no
@@ -679,23 +746,36 @@ class JsonlReflectionStore:
         self._reported.add(key)
         log.warning("%s: skipping the record at byte %d: %s", self._path, start, _describe(exc))
 
-    # -- pruning ----------------------------------------------------------------
+    # -- moving records out -----------------------------------------------------
+
+    @property
+    def archive_dir(self) -> Path:
+        """Where records that leave the file go: `<memory>/archive/`."""
+        return self._path.parent / "archive"
 
     def prune(self, older_than: datetime) -> int:
-        cutoff = as_utc(older_than)
+        """Move attempt reflections created before `older_than` to the yearly archive."""
+        return self.move_out(_is_old_record(as_utc(older_than)))
+
+    def move_out(self, select: Select) -> int:
+        """Move every line whose JSON object `select` accepts to
+        `archive/reflections-<year>.jsonl`; return how many moved.
+
+        `select` sees each parsed object of the file, outcome records and foreign lines
+        included. The archive is appended and fsynced before the file is rewritten.
+        """
         with self._mutex:
             if not self._path.exists():
                 return 0
             lock_fd = self._lock_fd()
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             try:
-                removed = self._rewrite_without(cutoff)
+                return self._rewrite_moving(select)
             finally:
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
-            return removed
 
-    def _rewrite_without(self, cutoff: datetime) -> int:
-        """Replace the file by one without records older than cutoff (caller holds the lock)."""
+    def _rewrite_moving(self, select: Select) -> int:
+        """Replace the file by one without the selected lines (caller holds the lock)."""
         try:
             src = os.open(self._path, os.O_RDONLY)
         except FileNotFoundError:
@@ -707,25 +787,69 @@ class JsonlReflectionStore:
             )
             try:
                 with os.fdopen(fd, "wb") as out:
-                    removed, changed = _copy_kept(src, st.st_size, out.write, cutoff)
+                    moving, changed = _copy_kept(src, st.st_size, out.write, select)
                     out.flush()
                     os.fchmod(out.fileno(), st.st_mode & 0o7777)
                     os.fsync(out.fileno())
+                self._archive(moving)  # before the rename: never in neither place
                 if changed:
                     os.replace(tmp, self._path)
-                    self._fsync_dir()
-                    log.info("%s: pruned %d reflections before %s", self._path, removed, cutoff)
+                    _fsync_dir(self._path.parent)
+                    log.info("%s: moved %d records to %s", self._path, len(moving), self.archive_dir)
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
         finally:
             os.close(src)
-        return removed
+        return len(moving)
 
-    def _fsync_dir(self) -> None:
-        """Make the rename itself durable."""
-        dir_fd = os.open(self._path.parent, os.O_RDONLY)
+    def _archive(self, lines: list[bytes]) -> None:
+        by_year: dict[int, list[bytes]] = {}
+        for line in lines:
+            by_year.setdefault(_year_of(orjson.loads(line)), []).append(line)
+        for year, batch in sorted(by_year.items()):
+            _append_durably(self.archive_dir / f"reflections-{year}.jsonl", batch)
+
+    # -- outcome records --------------------------------------------------------
+
+    def append_outcome(self, record: OutcomeReflection) -> None:
+        """Store one outcome record: the same lock and single write as `append`."""
+        line = record.to_json_line()
+        with self._mutex:
+            lock_fd = self._lock_fd()
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                self._write_line(line)  # the index reads it on its next refresh, and skips it
+            finally:
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+
+    def outcomes(self) -> list[OutcomeReflection]:
+        """Every outcome record, in file order; one that fails validation is skipped and logged."""
         try:
-            os.fsync(dir_fd)
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return []
+        found: list[OutcomeReflection] = []
+        try:
+            for pos, lines in _line_batches(fd, 0, os.fstat(fd).st_size):
+                for line in lines:
+                    record = self._outcome_at(line, pos)
+                    pos += len(line) + 1
+                    if record is not None:
+                        found.append(record)
         finally:
-            os.close(dir_fd)
+            os.close(fd)
+        return found
+
+    def _outcome_at(self, line: bytes, pos: int) -> OutcomeReflection | None:
+        if OUTCOME_KIND.encode() not in line:
+            return None  # cheap: most lines are attempt reflections
+        obj = _load(line)
+        if not _is_ours(obj):
+            return None
+        try:
+            return OutcomeReflection.model_validate(obj)
+        except ValidationError as exc:
+            with self._mutex:
+                self._report_invalid(line, pos, exc)
+            return None
