@@ -7,6 +7,7 @@ docs/SCRIPTED_MODEL.md; `reflection.llm.LiteLLMModel` registers the provider its
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -78,7 +79,29 @@ class _Script(CamelModel):
     model_config = ConfigDict(extra="forbid")
 
     pricing: _ScriptPricing | None = None
-    replies: list[_ScriptEntry]
+    replies: list[_ScriptEntry] = Field(default_factory=list)
+    # Words the scripted embedding model takes to mean the same (see `embed_texts`).
+    concepts: list[list[str]] = Field(default_factory=list)
+
+
+EMBEDDING_DIMENSIONS = 64
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def embed_texts(script: _Script, texts: list[str]) -> list[list[float]]:
+    """The scripted embedding model: a normalised bag of words, hashed into a few
+    dimensions, with every word of a `concepts` group counted as the group's first word,
+    so that a test decides which paraphrases mean the same. Deterministic and offline."""
+    same = {word.lower(): group[0].lower() for group in script.concepts for word in group}
+    vectors = []
+    for text in texts:
+        vector = [0.0] * EMBEDDING_DIMENSIONS
+        for word in _WORD.findall(text.lower()):
+            digest = hashlib.blake2b(same.get(word, word).encode(), digest_size=4).digest()
+            vector[int.from_bytes(digest, "big") % EMBEDDING_DIMENSIONS] += 1.0
+        norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+        vectors.append([v / norm for v in vector])
+    return vectors
 
 
 def scripted_script(
@@ -269,6 +292,16 @@ def _scripted_handler(litellm: ModuleType) -> object:
             if call.entry.delay:
                 await anyio.sleep(call.entry.delay)
             return call.respond(kwargs["model_response"])
+
+        def embedding(self, model: str, input: list, model_response: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
+            texts = [str(text) for text in input]
+            script = _load_script(litellm, Path(model).resolve())
+            vectors = embed_texts(script, texts)
+            model_response.data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+            model_response.model = SCRIPTED_PREFIX + model
+            tokens = sum(_estimate_tokens(text) for text in texts)
+            model_response.usage = litellm.Usage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens)
+            return model_response
 
     return ScriptedLLM()
 
