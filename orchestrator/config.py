@@ -156,6 +156,26 @@ class MemoryConfig(_ConfigModel):
     # The question asked after a task is accepted; None: the built-in one. Placeholders:
     # {description}, {expected_output}, {output}, {prior}.
     task_reflection_prompt: str | None = Field(default=None, min_length=1)
+    # Lessons of other tasks (reflection/lesson_index.py), ranked by relevance and by how
+    # often they helped, in each subtask's first prompt; off for measurements.
+    cross_task_lessons: bool = True
+    lessons_per_task: int = Field(default=3, ge=1, le=10)
+    # Any litellm embedding model: lessons ranked by meaning rather than shared words (one
+    # call per new lesson and per task). None: offline lexical ranking.
+    embedding_model: str | None = Field(default=None, min_length=1)
+    # The success procedure a closed task leaves: after a failed attempt (what finally
+    # worked), always, or never. Failed and partial tasks always leave their reflection.
+    success_procedures: Literal["after_failure", "always", "never"] = "after_failure"
+    # The name a task's reflections are filed under (memory/reflections/<agent>/); None:
+    # the model for the builtin executor, the program of a command executor.
+    agent_name: str | None = Field(default=None, min_length=1)
+    live_per_agent: int = Field(default=30, ge=1)  # older outcome reflections are archived
+    # A lesson's rule seen by this many passing attempts joins memory/rules.md, which every
+    # prompt of the project carries.
+    rule_min_passes: int = Field(default=3, ge=1)
+    # Also append promoted rules to this file of the repository (AGENTS.md, CLAUDE.md), in a
+    # commit of its own for a human to review; None: never.
+    promote_rules_to: str | None = Field(default=None, min_length=1)
 
     @field_validator("task_reflection_prompt")
     @classmethod

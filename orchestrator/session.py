@@ -33,14 +33,17 @@ from orchestrator.loop.golden import GoldenLoop
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import Subtask, SubtaskPlan
+from orchestrator.loop.project_memory import ProjectMemory, agent_name
 from orchestrator.metering import MeteredModel
 from orchestrator.processes import become_subreaper, kill_sessions
 from orchestrator.repo import OPENAGENTS, Repo, RepoError
 from orchestrator.runlog import RunLog
 from orchestrator.task_archive import archive_closed_tasks
 from orchestrator.tasks import Task, TaskBoard, TaskFileError
+from reflection.embeddings import litellm_embedder
 from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, preload_litellm, price_known
 from reflection.meter import Meter
+from reflection.retention import LIVE_PER_AGENT, archive_outcomes
 from reflection.service import ReflectionService
 from reflection.store import JsonlReflectionStore
 from reflection.task_reflector import TaskReflector
@@ -82,6 +85,7 @@ class ProjectSession:
     run_meter: Meter = field(default_factory=Meter)
     _lock: AgentLock | None = None
     _prices_known: bool | None = None
+    _memory: ProjectMemory | None = None
 
     # -- orient ---------------------------------------------------------------------
 
@@ -244,11 +248,13 @@ class ProjectSession:
         return name
 
     def _prune_memory(self) -> None:
-        removed = apply_retention(self.project_dir, self.config.reflexion.retention_days)
-        if removed:
+        c = self.config
+        moved = apply_retention(self.project_dir, c.reflexion.retention_days, live_per_agent=c.memory.live_per_agent)
+        if moved:
             self.notices.append(
-                f"removed {removed} reflection(s) older than {self.config.reflexion.retention_days} "
-                "days (reflexion.retentionDays)"
+                f"moved {moved} reflection(s) to .openagents/memory/archive/: older than "
+                f"{c.reflexion.retention_days} days (reflexion.retentionDays), or beyond each agent's newest "
+                f"{c.memory.live_per_agent} task reflections (memory.livePerAgent)"
             )
 
     def _take_lock(self) -> None:
@@ -269,6 +275,9 @@ class ProjectSession:
             self._lock = None
         if hasattr(self, "repo"):
             self.repo.close()
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
 
     def __enter__(self) -> ProjectSession:
         return self.open()
@@ -419,8 +428,22 @@ class ProjectSession:
             meter=task_meter,
             budget_check=combine(*(limit.before_attempt for limit in ledgers)),
             task_reflector=self._task_reflector(metered) if c.task_reflection_on else None,
+            memory=self._project_memory() if c.reflexion.enabled else None,
         )
         return GoldenLoop(parts)
+
+    def _project_memory(self) -> ProjectMemory:
+        """Lessons across tasks and outcome reflections: one per session, its index shared."""
+        if self._memory is None:
+            from reflection.lesson_index import LessonIndex  # sqlite: only a run that remembers
+
+            c, layout = self.config, Layout(self.project_dir)
+            embedder = litellm_embedder(c.memory.embedding_model, timeout_s=c.timeouts.model_seconds) \
+                if c.memory.embedding_model else None
+            index = LessonIndex(layout.reflections.parent, embedder=embedder) if c.memory.cross_task_lessons else None
+            self._memory = ProjectMemory(layout.reflections.parent, JsonlReflectionStore(layout.reflections),
+                                         agent_name(c), c.memory, index)
+        return self._memory
 
     def _task_reflector(self, metered: Callable[[str, str], ChatModel]) -> TaskReflector:
         """Task reflection (memory.taskReflection): the reflection model, the project's file."""
@@ -580,6 +603,9 @@ journal/
 MEMORY_IGNORE = "memory/reflections.jsonl*\nmemory/.pruned\n"
 # Task reflections are rewritten whole by every accepted task: a cache like the above.
 TASK_NOTES_IGNORE = "memory/task-reflections.json*\n"
+# What is derived from the reflections (the lesson index, the markdown view), how often
+# each lesson helped, and the archive: caches and history. memory/rules.md is versioned.
+LESSONS_IGNORE = "memory/lessons.sqlite*\nmemory/lesson-uses.jsonl*\nmemory/reflections/\nmemory/archive/\n"
 
 
 def ensure_runtime_ignored(project_dir: Path) -> None:
@@ -588,13 +614,13 @@ def ensure_runtime_ignored(project_dir: Path) -> None:
     path = Layout(project_dir).gitignore
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(RUNTIME_IGNORE + MEMORY_IGNORE + TASK_NOTES_IGNORE)
+        path.write_text(RUNTIME_IGNORE + MEMORY_IGNORE + TASK_NOTES_IGNORE + LESSONS_IGNORE)
         return
     text = path.read_text()
     # Projects from before memory left git, or before the journal (which holds copies of
     # the user's uncommitted files: never to be committed) existed.
     wanted = (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"),
-              ("memory/task-reflections.json", TASK_NOTES_IGNORE))
+              ("memory/task-reflections.json", TASK_NOTES_IGNORE), ("memory/lessons.sqlite", LESSONS_IGNORE))
     missing = "".join(entry for key, entry in wanted if key not in text)
     if missing:
         path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + missing)
@@ -603,9 +629,11 @@ def ensure_runtime_ignored(project_dir: Path) -> None:
 RETENTION_EVERY_S = 24 * 3600  # pruning reads the whole memory: at most once a day
 
 
-def apply_retention(project_dir: Path, retention_days: int, now: float | None = None) -> int | None:
-    """Drop reflections older than `retention_days`, at most once a day (the mtime of
-    `memory/.pruned` says when it last ran); how many went, None when not due."""
+def apply_retention(project_dir: Path, retention_days: int, now: float | None = None,
+                    live_per_agent: int = LIVE_PER_AGENT) -> int | None:
+    """Move to memory/archive/ the attempt reflections older than `retention_days` and the
+    outcome reflections beyond each agent's newest `live_per_agent`, at most once a day
+    (the mtime of `memory/.pruned` says when it last ran); how many moved, None when not due."""
     layout = Layout(project_dir)
     marker = layout.reflections.with_name(".pruned")
     now = time.time() if now is None else now
@@ -614,11 +642,12 @@ def apply_retention(project_dir: Path, retention_days: int, now: float | None = 
     with contextlib.suppress(FileNotFoundError):
         if now - marker.stat().st_mtime < RETENTION_EVERY_S:
             return None
-    with JsonlReflectionStore(layout.reflections) as store:  # prunes under the store's lock
-        removed = store.prune(datetime.fromtimestamp(now, UTC) - timedelta(days=retention_days))
+    with JsonlReflectionStore(layout.reflections) as store:  # moves under the store's lock
+        moved = store.prune(datetime.fromtimestamp(now, UTC) - timedelta(days=retention_days))
+        moved += archive_outcomes(store, keep_per_agent=live_per_agent)
     marker.touch()
     os.utime(marker, (now, now))
-    return removed
+    return moved
 
 
 def _is_memory(path: str) -> bool:

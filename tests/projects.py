@@ -198,7 +198,7 @@ def run_summaries(repo: Path) -> list[dict[str, Any]]:
     return [json.loads(path.read_text()) for path in paths]
 
 
-def reflection_lines(repo: Path) -> list[dict[str, Any]]:
+def memory_lines(repo: Path) -> list[dict[str, Any]]:
     """The reflections file, parsed strictly: a torn or invalid line fails the test."""
     path = repo / ".openagents" / "memory" / "reflections.jsonl"
     if not path.exists():
@@ -206,6 +206,16 @@ def reflection_lines(repo: Path) -> list[dict[str, Any]]:
     data = path.read_bytes()
     assert not data or data.endswith(b"\n"), "the last reflection line is not terminated"
     return [orjson.loads(line) for line in data.splitlines()]
+
+
+def reflection_lines(repo: Path) -> list[dict[str, Any]]:
+    """The attempt reflections (seed 004's records), in file order."""
+    return [line for line in memory_lines(repo) if "kind" not in line]
+
+
+def outcome_lines(repo: Path) -> list[dict[str, Any]]:
+    """The outcome reflections tasks left when they ended (seed 001), in file order."""
+    return [line for line in memory_lines(repo) if line.get("kind") == "outcome"]
 
 
 # -- retry intelligence: calc variants, run-log queries ---------------------------------

@@ -132,7 +132,7 @@ def result_from_repo(repo_dir: Path, task_id: str, wall_s: float) -> ProblemResu
         outcome="passed" if status == "closed" else "failed",
         passed_at=passed_at if status == "closed" else None,
         attempts=len(attempts),
-        reflections=_count_lines(repo_dir / ".openagents" / "memory" / "reflections.jsonl"),
+        reflections=_attempt_reflections(repo_dir / ".openagents" / "memory" / "reflections.jsonl"),
         wall_s=round(wall_s, 3),
         convergence=convergence,
         reason=str(task.get("closeReason") or "")[:300],
@@ -147,11 +147,13 @@ def result_from_repo(repo_dir: Path, task_id: str, wall_s: float) -> ProblemResu
     return result
 
 
-def _count_lines(path: Path) -> int:
+def _attempt_reflections(path: Path) -> int:
+    """Reflections written for retries; a task's outcome reflection (a `kind` key) is not one."""
     try:
-        return sum(1 for line in path.read_bytes().splitlines() if line.strip())
+        lines = path.read_bytes().splitlines()
     except FileNotFoundError:
         return 0
+    return sum(1 for line in lines if line.strip() and b'"kind"' not in line)
 
 
 def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:

@@ -20,6 +20,7 @@ from orchestrator.loop.learn import notes_for, reflect_on_task
 from orchestrator.loop.outcome import SubtaskResult, TaskOutcome
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import SubtaskPlan
+from orchestrator.loop.remember import promote_rules_of, remember_decision, remember_task
 from orchestrator.loop.subtask import SubtaskRun, task_text
 from orchestrator.tasks import Task
 from reflection.redact import redact
@@ -39,6 +40,7 @@ class GoldenLoop:
         baseline = await self._preflight(task)
         if isinstance(baseline, TaskOutcome):
             return self._finish(baseline, [], started)
+        signatures = [baseline.verdict.digest.signature] if baseline and baseline.verdict.digest else []
         plan = await self._plan(task)
         commits: list[str] = [s.commit for s in plan.subtasks if s.commit]
         outcome = None
@@ -46,7 +48,7 @@ class GoldenLoop:
         for subtask in plan.subtasks:
             if subtask.status == "done":
                 continue
-            run = SubtaskRun(p, task, plan, subtask, baseline, notes=notes)
+            run = SubtaskRun(p, task, plan, subtask, baseline, notes=notes, signatures=signatures)
             result = await run.run()
             self.attempts += run.attempt
             self.reflections += run.reflections
@@ -61,6 +63,8 @@ class GoldenLoop:
             p.runlog.event("task_closed", taskId=task.id, commits=commits, reason=reason)
             outcome = TaskOutcome(task.id, "closed", reason, stop_reason=StopReason.PASSED)
             await reflect_on_task(p, task, commits)
+        remember_task(p, task, plan, outcome)
+        promote_rules_of(p, task)
         return self._finish(outcome, commits, started)
 
     def _finish(self, outcome: TaskOutcome, commits: list[str], started: float) -> TaskOutcome:
@@ -110,6 +114,11 @@ class GoldenLoop:
         plan = await decompose(task, planner, timeout_s=p.config.timeouts.model_seconds)
         if plan.source == "llm":  # a model's plan is worth keeping before any subtask starts
             plan.save(path)
+        if len(plan.subtasks) > 1:
+            remember_decision(p, task, f"split the task into {len(plan.subtasks)} subtasks: "
+                              + "; ".join(s.title for s in plan.subtasks), ["do the task as one subtask"],
+                              f"the task is longer than decomposeMinChars ({p.config.decompose_min_chars} "
+                              "characters), and smaller steps are each verified and committed on their own")
         p.runlog.event(
             "decomposed",
             taskId=task.id,

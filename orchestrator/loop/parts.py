@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.config import ProjectConfig
 from orchestrator.executors import Executor
@@ -16,6 +17,9 @@ from reflection.llm import ChatModel
 from reflection.meter import Meter
 from reflection.service import ReflectionService
 from reflection.task_reflector import TaskReflector
+
+if TYPE_CHECKING:
+    from orchestrator.loop.project_memory import ProjectMemory
 
 
 @dataclass
@@ -34,6 +38,8 @@ class LoopParts:
     budget_check: Callable[[], str | None] | None = None
     # Notes an accepted task leaves for its next run (memory.taskReflection); None: off.
     task_reflector: TaskReflector | None = None
+    # Lessons across tasks and the outcome reflections (loop/remember.py); None: reflexion off.
+    memory: ProjectMemory | None = None
 
     @property
     def layout(self) -> Layout:

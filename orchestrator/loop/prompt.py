@@ -38,10 +38,16 @@ def attempt_prompt(
     last: LastAttempt | None = None,
     reflections: str = "",
     notes: str = "",
+    lessons: str = "",
+    rules: str = "",
 ) -> str:
     """`notes`: the Task Improvement Notes of earlier runs (reflection.task_prompts), put
-    before the description so that the task as written, and its criteria, come last."""
+    before the description so that the task as written, and its criteria, come last.
+    `rules`: the project's rules (memory/rules.md), first; `lessons`: what other tasks
+    taught, after the task and before any earlier attempt of this one."""
     parts = [f"# Task {task.id}: {task.title}"]
+    if rules:
+        parts.append(rules)
     if notes:
         parts.append(notes)
     if task.description:
@@ -57,6 +63,8 @@ def attempt_prompt(
         )
         parts.append(f"## Plan\n{steps}")
         parts.append(f"## This step: {subtask.title}\n{subtask.description}".rstrip())
+    if lessons:
+        parts.append(lessons)
     if last is not None:
         parts.append(_last_attempt_block(last))
     if reflections:

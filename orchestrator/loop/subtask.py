@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -35,6 +35,7 @@ from orchestrator.loop.outcome import SubtaskResult
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import AttemptOutcome, AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.loop.prompt import LastAttempt, attempt_prompt, start_over
+from orchestrator.loop.remember import lessons_for, record_use
 from orchestrator.loop.user_files import UserFiles
 from orchestrator.processes import escaped, escaped_pids, session_started
 from orchestrator.tasks import Task
@@ -57,9 +58,11 @@ T = TypeVar("T")
 
 class SubtaskRun:
     def __init__(self, parts: LoopParts, task: Task, plan: SubtaskPlan, subtask: Subtask,
-                 baseline: Baseline | None, *, notes: str = "") -> None:
+                 baseline: Baseline | None, *, notes: str = "", signatures: Sequence[str] = ()) -> None:
         self.p, self.task, self.plan, self.subtask = parts, task, plan, subtask
         self.notes = notes  # the task's notes from earlier runs, shown before its description
+        self.signatures = signatures  # of the checks failing before the task: lessons about them rank higher
+        self.lessons, self.lesson_ids = "", []  # other tasks' lessons, for this run's first attempt
         c = parts.config
         self.max_attempts = c.reflexion.max_retries + 1
         self.judge = Judge(parts.repo.root, c.checks, c.retry, baseline=baseline,
@@ -123,6 +126,7 @@ class SubtaskRun:
         self.subtask.status, self.subtask.base_commit = "in_progress", self.base
         self.subtask.dirty_before = sorted(dirty)
         self.save()
+        self.lessons, self.lesson_ids = lessons_for(p, self.task, self.subtask, self.signatures)
 
     def record_escapees(self) -> None:
         """A `setsid` child is recorded while it is still attributable (called by the heartbeat)."""
@@ -403,7 +407,10 @@ class SubtaskRun:
         service = self.p.reflections
         if service is not None and (last is not None or self.subtask.attempts):  # incl. a killed run's
             block = service.format_for_prompt(self.recalled(service.max_per_retry))
-        return attempt_prompt(self.task, self.plan, self.subtask, last=last, reflections=block, notes=self.notes)
+        memory = self.p.memory
+        return attempt_prompt(self.task, self.plan, self.subtask, last=last, reflections=block, notes=self.notes,
+                              lessons=self.lessons if self.attempt == 1 else "",
+                              rules=memory.rules() if memory else "")
 
     # -- ending -------------------------------------------------------------------------
 
@@ -496,6 +503,8 @@ class SubtaskRun:
             s.failure_count += 1
             s.last_failure_reason = summary
         self.save()
+        if self.attempt == 1:  # the attempt the lessons were shown to: did they help?
+            record_use(self.p, self.lesson_ids, self.task, s.attempts[-1].number, outcome == "passed")
 
     def save(self) -> None:
         self.plan.save(self.p.layout.plan(self.plan.task_id))

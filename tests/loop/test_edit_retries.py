@@ -10,7 +10,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from projects import CALC, CALC_ABS, CALC_FIXED, do_one_task, events_of, git, make_project, tasks_on_disk
+from projects import (
+    CALC,
+    CALC_ABS,
+    CALC_FIXED,
+    do_one_task,
+    events_of,
+    git,
+    make_project,
+    reflection_lines,
+    tasks_on_disk,
+)
 
 
 def fenced(path: str, code: str) -> str:
@@ -24,8 +34,8 @@ def attempts(repo: Path) -> list[dict]:
 
 
 def reflections(repo: Path) -> list[dict]:
-    path = repo / ".openagents" / "memory" / "reflections.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The attempt reflections (a task's outcome reflection is not one of them)."""
+    return reflection_lines(repo)
 
 
 FIXED_ADD_ONLY = "def add(a, b):\n    return a + b\n"  # the function alone: mul must survive

@@ -16,6 +16,7 @@ from projects import (
     do_one_task,
     git,
     make_project,
+    reflection_lines,
     run_events,
     task,
     tasks_on_disk,
@@ -25,10 +26,8 @@ from orchestrator.cli import do_one_task_main
 
 
 def reflections(repo: Path) -> list[dict]:
-    path = repo / ".openagents" / "memory" / "reflections.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """The attempt reflections (a task's outcome reflection is not one of them)."""
+    return reflection_lines(repo)
 
 
 def test_pass_on_first_try_commits_exactly_the_changed_file(git_repo, capsys):

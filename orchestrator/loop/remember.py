@@ -1,0 +1,173 @@
+"""The project's memory in the loop (seed 001): lessons of other tasks when a subtask
+starts, how often they helped, and the outcome reflection a task leaves when it ends.
+
+A learning step, never a gate, like loop/learn.py: trouble here is an event in the run
+log, and nothing here changes how an attempt is judged or how a task ends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from orchestrator.loop.outcome import TaskOutcome
+from orchestrator.loop.plan import AttemptRecord, Subtask, SubtaskPlan
+from orchestrator.tasks import Task
+from reflection.lessons import LessonQuery, RankedLesson
+from reflection.outcome import AttemptStory, OutcomeReflection, TaskStory, decision_reflection, outcome_reflections
+from reflection.outcome_markdown import write_page
+from reflection.rules import append_to_agent_file, promote_rules
+from reflection.schema import Reflection
+
+if TYPE_CHECKING:  # sqlite is imported only by a run that ranks lessons
+    from orchestrator.loop.parts import LoopParts
+    from orchestrator.loop.project_memory import ProjectMemory
+
+_PATH = re.compile(r"[\w./-]+\.\w{1,6}\b")  # a file named in a task's text: calc.py, src/app.ts
+# How an attempt that ended before or beside a verdict failed, in the outcome's words.
+_KINDS = {"edit_failed": "edit", "user_files": "touched_user_files", "repeat": "repeat",
+          "model_refused": "model_refused"}
+
+
+# -- when a subtask starts ------------------------------------------------------------
+
+
+def lessons_for(p: LoopParts, task: Task, subtask: Subtask, signatures: Sequence[str] = ()) -> tuple[str, list[str]]:
+    """The lessons block of a subtask's first prompt and the ids shown; ('', []) if none."""
+    memory = p.memory
+    if memory is None or memory.index is None:
+        return "", []
+    text = "\n".join(filter(None, (task.title, task.description, subtask.title, subtask.description)))
+    query = LessonQuery(text=text, task_type=task.type, labels=tuple(task.labels), files=tuple(_PATH.findall(text)),
+                        error_signatures=tuple(signatures), exclude_task_id=task.id)
+    try:
+        ranked = memory.index.rank(query, limit=memory.settings.lessons_per_task)
+    except Exception as exc:  # noqa: BLE001 - a broken index costs a hint, never the run
+        p.runlog.event("lessons_failed", taskId=task.id, subtaskId=subtask.id, error=str(exc))
+        return "", []
+    if not ranked:
+        return "", []
+    p.runlog.event("lessons_injected", taskId=task.id, subtaskId=subtask.id,
+                   lessons=[_shown(item) for item in ranked])
+    return lessons_block(ranked), [item.lesson.id for item in ranked]
+
+
+def lessons_block(ranked: Sequence[RankedLesson]) -> str:
+    lines = ["## Lessons from earlier tasks",
+             "Other tasks of this project went wrong or right in these ways; use what applies here:"]
+    for item in ranked:
+        lines.append(f"- ({item.lesson.kind}, task {item.lesson.task_id}) {item.lesson.text}")
+    return "\n".join(lines)
+
+
+def _shown(item: RankedLesson) -> dict:
+    return {"id": item.lesson.id, "fromTask": item.lesson.task_id, "kind": item.lesson.kind,
+            "score": round(item.score, 4), "why": item.why}
+
+
+def record_use(p: LoopParts, ids: Sequence[str], task: Task, attempt: int, passed: bool) -> None:
+    """Whether the attempt these lessons were shown to passed: how lessons prove themselves."""
+    memory = p.memory
+    if memory is None or memory.index is None or not ids:
+        return
+    try:
+        memory.index.record_use(list(ids), task_id=task.id, attempt=attempt, passed=passed)
+    except Exception as exc:  # noqa: BLE001
+        p.runlog.event("lessons_failed", taskId=task.id, error=str(exc))
+
+
+# -- when a task ends -----------------------------------------------------------------
+
+
+def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutcome) -> None:
+    """The outcome reflection of a task that closed or was blocked (none for a stop)."""
+    memory = p.memory
+    if memory is None or outcome.status not in ("closed", "blocked"):
+        return
+    try:
+        story = _story(p, memory, task, plan, outcome)
+        made = outcome_reflections(story, success_procedures=memory.settings.success_procedures)
+        for record in made:
+            _keep(p, memory, record)
+    except Exception as exc:  # noqa: BLE001 - a lesson lost, never the task's result
+        p.runlog.event("outcome_reflection_failed", taskId=task.id, error=str(exc))
+
+
+def promote_rules_of(p: LoopParts, task: Task) -> None:
+    """Lessons whose rule kept helping join memory/rules.md (every prompt carries it) and,
+    with memory.promoteRulesTo, the agent's own file in a commit of its own."""
+    memory = p.memory
+    if memory is None or memory.index is None:
+        return
+    try:
+        promoted = promote_rules(memory.index, memory.memory_dir, min_passes=memory.settings.rule_min_passes)
+    except Exception as exc:  # noqa: BLE001
+        p.runlog.event("rules_failed", taskId=task.id, error=str(exc))
+        return
+    if not promoted:
+        return
+    p.runlog.event("rules_promoted", taskId=task.id, rules=promoted)
+    target = memory.settings.promote_rules_to
+    if target:
+        _commit_to_agent_file(p, task, target, promoted)
+
+
+def _commit_to_agent_file(p: LoopParts, task: Task, name: str, rules: list[str]) -> None:
+    """Append to e.g. AGENTS.md and commit only that file; never over the user's own edits."""
+    if name in p.repo.dirty_paths():
+        p.runlog.event("rules_not_copied", taskId=task.id, file=name, why="the file has uncommitted changes")
+        return
+    try:
+        if append_to_agent_file(p.repo.root / name, rules):
+            sha = p.repo.commit([name], f"goldenloop: {len(rules)} rule(s) learned from passing attempts")
+            p.runlog.event("rules_committed", taskId=task.id, file=name, sha=sha)
+    except Exception as exc:  # noqa: BLE001 - a rule not copied, never a task undone
+        p.runlog.event("rules_failed", taskId=task.id, error=str(exc))
+
+
+def remember_decision(p: LoopParts, task: Task, decision: str, alternatives: list[str], why: str) -> None:
+    memory = p.memory
+    if memory is None:
+        return
+    record = decision_reflection(session_id=p.session_id, task_id=task.id, agent=memory.agent, title=task.title,
+                                 decision=decision, alternatives=alternatives, why=why, task_type=task.type,
+                                 labels=tuple(task.labels))
+    try:
+        _keep(p, memory, record)
+    except Exception as exc:  # noqa: BLE001
+        p.runlog.event("outcome_reflection_failed", taskId=task.id, error=str(exc))
+
+
+def _keep(p: LoopParts, memory: ProjectMemory, record: OutcomeReflection) -> None:
+    memory.store.append_outcome(record)
+    page = write_page(record, memory.memory_dir)
+    p.runlog.event("outcome_reflected", taskId=record.task_id, id=record.id, outcome=record.outcome,
+                   source=record.source, page=str(page.relative_to(p.project_dir)))
+
+
+def _story(p: LoopParts, memory: ProjectMemory, task: Task, plan: SubtaskPlan, outcome: TaskOutcome) -> TaskStory:
+    attempts = [story for subtask in plan.subtasks for story in _attempts(memory, subtask)]
+    return TaskStory(
+        session_id=p.session_id, task_id=task.id, title=task.title, description=task.description or "",
+        task_type=task.type, labels=tuple(task.labels), agent=memory.agent,
+        ended="closed" if outcome.status == "closed" else "blocked",
+        stop_reason=str(outcome.stop_reason) if outcome.stop_reason else None, reason=outcome.reason,
+        subtasks_total=len(plan.subtasks), subtasks_done=sum(s.status == "done" for s in plan.subtasks),
+        attempts=tuple(attempts), waived=(),
+    )
+
+
+def _attempts(memory: ProjectMemory, subtask: Subtask) -> list[AttemptStory]:
+    written = [a.reflection_id for a in subtask.attempts if a.reflection_id]
+    found = {r.id: r for r in memory.store.recent(subtask.id, len(written))} if written else {}
+    return [_attempt(a, found.get(a.reflection_id or "")) for a in subtask.attempts]
+
+
+def _attempt(record: AttemptRecord, reflection: Reflection | None) -> AttemptStory:
+    passed = record.outcome == "passed"
+    kind = None if passed else _KINDS.get(record.outcome) or (
+        record.failure_type if record.outcome == "failed" else record.outcome)
+    return AttemptStory(number=record.number, passed=passed, summary=record.summary, failure_kind=kind,
+                        error_signature=record.error_signature, files=tuple(record.files_changed),
+                        reflection=reflection)

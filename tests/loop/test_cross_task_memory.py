@@ -1,0 +1,133 @@
+"""Memory across tasks, end to end: what a task leaves when it ends, and what the next
+task's first prompt carries (seed 001)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+from projects import FIX_ADD, WRONG_ADD, do_one_task, events_of, git, make_project, outcome_lines, task
+
+MEMORY = Path(".openagents") / "memory"
+
+# After T-1's fix, the file holds `return a + b`; T-2 may keep it (a comment) or break it.
+KEEP_SUM = "calc.py\n<<<<<<< SEARCH\n    return a + b\n=======\n    return a + b  # the sum\n>>>>>>> REPLACE\n"
+BREAK_SUM = "calc.py\n<<<<<<< SEARCH\n    return a + b\n=======\n    return a - b\n>>>>>>> REPLACE\n"
+FIX_ABS = "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n    return a + b\n>>>>>>> REPLACE\n"
+ZERO_ABS = "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n    return 0\n>>>>>>> REPLACE\n"
+FIX_BROKEN = "calc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b  # the sum\n>>>>>>> REPLACE\n"
+
+
+def two_tasks(repo: Path, **memory: object) -> Path:
+    """T-1 fails once, then passes; T-2, about the same file, passes at once only when its
+    first prompt carries T-1's lesson (the scripted model stands for one that reads it)."""
+    replies = [
+        {"match": "Task T-1:", "reply": WRONG_ADD},
+        {"match": "Task T-1:", "reply": FIX_ABS},
+        {"match": r"Task T-2:.*Lessons from earlier tasks.*task T-1", "reply": KEEP_SUM},
+        {"match": "Task T-2:", "reply": BREAK_SUM},
+        {"match": "Task T-2:", "reply": FIX_BROKEN},
+    ]
+    tasks = [task("T-1", "Fix add in calc.py"),
+             task("T-2", "Document add in calc.py", description="Comment the sum in calc.py's add.",
+                  priority=2)]
+    config = {"reflexion": {"useLLM": False}, "retry": {"preflight": False}, "memory": memory}
+    return make_project(repo, replies, tasks=tasks, config=config)
+
+
+def test_a_fail_then_pass_leaves_a_procedure_and_the_next_task_is_shown_it(git_repo: Path) -> None:
+    repo = two_tasks(git_repo)
+    assert do_one_task(repo) == 0
+
+    (success,) = outcome_lines(repo)
+    assert success["outcome"] == "success" and success["taskId"] == "T-1"
+    assert success["procedure"] and "calc.py" in success["files"]
+    page = repo / events_of(repo, "outcome_reflected")[0]["page"]
+    assert page.read_text().startswith("# Procedure: ") and "## Strategy" in page.read_text()
+
+    assert do_one_task(repo) == 0
+    (shown,) = events_of(repo, "lessons_injected", "T-2")
+    assert [lesson["id"] for lesson in shown["lessons"]] == [success["id"]]
+    assert shown["lessons"][0]["why"]["files"] > 0  # found by the file both tasks name
+    assert len(events_of(repo, "attempt_started", "T-2")) == 1  # the lesson's reply passed at once
+    uses = [orjson.loads(line) for line in (repo / MEMORY / "lesson-uses.jsonl").read_bytes().splitlines()]
+    assert uses == [{**uses[0], "lessonId": success["id"], "taskId": "T-2", "passed": True}]
+
+
+def test_with_the_switch_off_the_next_task_starts_from_nothing(git_repo: Path) -> None:
+    repo = two_tasks(git_repo, crossTaskLessons=False)
+    assert do_one_task(repo) == 0
+    assert do_one_task(repo) == 0
+    assert events_of(repo, "lessons_injected") == []
+    assert len(events_of(repo, "attempt_started", "T-2")) == 2  # the pitfall again, then the fix
+
+
+def test_an_escalated_task_leaves_a_failed_reflection_of_its_last_attempt(git_repo: Path) -> None:
+    replies = [{"match": "Task T-1:", "reply": WRONG_ADD}, {"match": "Task T-1:", "reply": ZERO_ABS}]
+    repo = make_project(git_repo, replies, config={"reflexion": {"maxRetries": 1, "useLLM": False},
+                                                   "retry": {"preflight": False, "reaskRepeats": False}})
+    assert do_one_task(repo) == 1
+
+    (failed,) = outcome_lines(repo)
+    assert failed["outcome"] == "failed"
+    assert "test_add" in failed["whatWentWrong"] and "2 ==" not in failed["whatWentWrong"]  # the last attempt
+    assert all(failed[key] for key in ("whatHappened", "whyItWentWrong", "whatToDoDifferently", "tacticalRule"))
+    assert "# Reflection: " in (repo / events_of(repo, "outcome_reflected")[0]["page"]).read_text()
+
+
+def test_every_prompt_carries_the_project_rules(git_repo: Path) -> None:
+    replies = [{"match": r"Task T-1:.*Project rules.*Never use abs\(\) in add", "reply": FIX_ADD},
+               {"match": "Task T-1:", "reply": WRONG_ADD, "times": None}]
+    repo = make_project(git_repo, replies, config={"reflexion": {"useLLM": False}})
+    rules = repo / MEMORY / "rules.md"
+    rules.parent.mkdir(parents=True, exist_ok=True)
+    rules.write_text("# Rules\n\n- Never use abs() in add.\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a rule")
+    assert do_one_task(repo) == 0
+    assert len(events_of(repo, "attempt_started")) == 1
+
+
+def test_a_rule_that_kept_helping_is_promoted_and_copied_to_agents_md_in_its_own_commit(git_repo: Path) -> None:
+    repo = make_project(git_repo, [{"match": "Task T-1:", "reply": FIX_ADD}],
+                       config={"reflexion": {"useLLM": False}, "memory": {"promoteRulesTo": "AGENTS.md"}})
+    memory = repo / MEMORY
+    memory.mkdir(parents=True, exist_ok=True)
+    lesson = {"id": "L-1", "kind": "outcome", "outcome": "failed", "sessionId": "old", "taskId": "OLD-1",
+              "agent": "coder", "title": "an old task", "createdAt": "2026-11-01T00:00:00Z", "files": [],
+              "labels": [], "whatToDoDifferently": "Return the plain sum.",
+              "tacticalRule": "Never wrap operands of add in abs().", "source": "heuristic"}
+    (memory / "reflections.jsonl").write_bytes(orjson.dumps(lesson) + b"\n")
+    uses = [{"lessonId": "L-1", "taskId": f"OLD-{n}", "attempt": 1, "passed": True, "at": "2026-11-02T00:00:00Z"}
+            for n in range(2, 5)]
+    (memory / "lesson-uses.jsonl").write_text("".join(json.dumps(use) + "\n" for use in uses))
+
+    assert do_one_task(repo) == 0
+
+    assert "Never wrap operands of add in abs()." in (memory / "rules.md").read_text()
+    assert "Never wrap operands of add in abs()." in (repo / "AGENTS.md").read_text()
+    subjects = git(repo, "log", "--format=%s").splitlines()
+    assert any(s.startswith("goldenloop:") and "rule" in s for s in subjects)
+    copied = next(line.split()[0] for line in git(repo, "log", "--format=%h %s").splitlines() if "rule" in line)
+    assert git(repo, "show", "--name-only", "--format=", copied).split() == ["AGENTS.md"]
+
+
+def test_retention_archives_the_31st_task_reflection_of_an_agent(git_repo: Path) -> None:
+    repo = make_project(git_repo, [{"match": "Task T-1:", "reply": FIX_ADD}], config={"reflexion": {"useLLM": False}})
+    memory = repo / MEMORY
+    memory.mkdir(parents=True, exist_ok=True)
+    records = [{"id": f"R-{n}", "kind": "outcome", "outcome": "failed", "sessionId": "old", "taskId": f"OLD-{n}",
+                "agent": "coder", "title": f"old task {n}", "createdAt": f"2026-10-{n % 28 + 1:02d}T00:00:{n:02d}Z",
+                "files": [], "labels": [], "whatToDoDifferently": "Something.", "source": "heuristic"}
+               for n in range(31)]
+    (memory / "reflections.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+    assert do_one_task(repo) == 0
+
+    live = {line["id"] for line in outcome_lines(repo) if line["agent"] == "coder"}
+    archived = [orjson.loads(line)["id"] for f in (memory / "archive").glob("reflections-*.jsonl")
+                for line in f.read_bytes().splitlines()]
+    assert len(live) == 30 and len(archived) == 1 and archived[0] not in live
+    oldest = min(records, key=lambda r: r["createdAt"])
+    assert archived == [oldest["id"]]
