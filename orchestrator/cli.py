@@ -1,4 +1,4 @@
-"""Command line: `do-one-task` and `overnight`.
+"""Command line: `do-one-task`, `overnight` and `goldenloop memory`.
 
 Only argparse is imported at start-up, so `--help` is instant; the engine (and litellm,
 lazily, inside the model client) is imported when a command runs.
@@ -94,12 +94,52 @@ def overnight_main(argv: list[str] | None = None) -> int:
     return run_overnight(args)
 
 
+def memory_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="goldenloop memory",
+        description="See and manage the project's memory: the task reflections (.openagents/memory/), "
+        "the lessons the loop shows other tasks, and the rules every prompt carries.",
+        epilog="exit codes: 0 done, 1 no such record, 2 usage or config error",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")
+    common.add_argument("--json", action="store_true", help="print JSON instead of text")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = sub.add_parser("list", parents=[common], help="task reflections, newest first")
+    listing.add_argument("--kind", choices=["failed", "partial", "success", "decision"])
+    listing.add_argument("--agent", metavar="NAME")
+    listing.add_argument("--archived", action="store_true", help="list the archive instead")
+    listing.add_argument("--limit", type=_number(int, 1), default=20, metavar="N")
+    sub.add_parser("show", parents=[common], help="one reflection, by id").add_argument("id")
+    search = sub.add_parser("search", parents=[common], help="lessons ranked as the loop ranks them")
+    search.add_argument("text")
+    search.add_argument("--limit", type=_number(int, 1), default=10, metavar="N")
+    sub.add_parser("rules", parents=[common], help="the project's rules and the candidates")
+    prune = sub.add_parser("prune", parents=[common], help="move old attempt reflections to the archive now")
+    prune.add_argument("--older-than", type=_number(int, 0), metavar="DAYS",
+                       help="default: reflexion.retentionDays")
+    archive = sub.add_parser("archive", parents=[common],
+                             help="move task reflections beyond the newest per agent to the archive now")
+    archive.add_argument("--keep", type=_number(int, 0), metavar="N", help="default: memory.livePerAgent")
+    export = sub.add_parser("export", parents=[common], help="every task reflection as JSON lines, or the markdown view")
+    export.add_argument("--out", type=Path, metavar="FILE", help="write here instead of standard output")
+    export.add_argument("--markdown", action="store_true", help="regenerate .openagents/memory/reflections/ instead")
+    return parser
+
+
+def memory_main(argv: list[str] | None = None) -> int:
+    args = memory_parser().parse_args(argv)
+    from orchestrator.commands.memory import run_memory
+
+    return run_memory(args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`goldenloop do-one-task ...` and `goldenloop overnight ...`."""
+    """`goldenloop do-one-task ...`, `goldenloop overnight ...`, `goldenloop memory ...`."""
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"do-one-task": do_one_task_main, "overnight": overnight_main}
+    commands = {"do-one-task": do_one_task_main, "overnight": overnight_main, "memory": memory_main}
     if not argv or argv[0] not in commands:
-        print("usage: goldenloop {do-one-task,overnight} [options]  (see --help of each)")
+        print("usage: goldenloop {do-one-task,overnight,memory} [options]  (see --help of each)")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return commands[argv[0]](argv[1:])
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reflection.outcome import AttemptStory, OutcomeReflection, TaskStory, decision_reflection, outcome_reflections
-from reflection.outcome_markdown import from_markdown, to_markdown, write_markdown_view
+from reflection.outcome_markdown import from_markdown, to_markdown, write_markdown_view, write_page
 
 DAY = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 SECRET = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
@@ -138,3 +138,11 @@ def test_archived_records_go_under_the_year(tmp_path: Path) -> None:
 def test_from_markdown_refuses_a_page_without_a_record() -> None:
     with pytest.raises(ValueError):
         from_markdown("# just notes\n")
+
+
+def test_a_page_written_when_a_task_ends_is_where_the_full_view_puts_it(tmp_path: Path) -> None:
+    first, second = failed(at=DAY), failed(at=DAY.replace(hour=DAY.hour + 1))
+    written = [write_page(first, tmp_path), write_page(second, tmp_path), write_page(second, tmp_path)]
+    assert written[1] == written[2] != written[0]  # same day and title: -2; writing again: same page
+    assert sorted(write_markdown_view([first, second], tmp_path)) == sorted(set(written))
+    assert sorted(p.name for p in tmp_path.rglob("*.md")) == sorted(p.name for p in set(written))

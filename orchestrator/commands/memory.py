@@ -1,0 +1,187 @@
+"""`goldenloop memory ...`: the project's memory, seen and managed from the command line.
+
+The files stay the memory (reflections.jsonl, the markdown view, rules.md, the
+archive); these commands read and move them with the same code the loop uses, so
+`memory search` answers with the loop's own ranking. Exit codes: 0 done, 1 no such
+record, 2 usage or config error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from orchestrator.config import ConfigError, ProjectConfig, load_config
+from orchestrator.layout import Layout
+from reflection.lesson_index import LessonIndex
+from reflection.outcome import OutcomeReflection
+from reflection.outcome_markdown import to_markdown, write_markdown_view
+from reflection.retention import archive_outcomes, archived_outcomes
+from reflection.rules import read_rules
+from reflection.store import JsonlReflectionStore
+
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+
+
+class MemoryCommandError(Exception):
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    try:
+        project = _project_dir(args.dir)
+        return COMMANDS[args.action](args, Layout(project), _config(project))
+    except MemoryCommandError as exc:
+        print(f"goldenloop memory: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def _project_dir(start: Path) -> Path:
+    """The folder holding .openagents/, here or above."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".openagents").is_dir():
+            return folder
+    raise MemoryCommandError(f"no .openagents/ folder in {start} or above it: run this inside a goldenloop project")
+
+
+def _config(project: Path) -> ProjectConfig:
+    try:
+        return load_config(project).config
+    except ConfigError as exc:
+        raise MemoryCommandError(str(exc)) from None
+
+
+def _out(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> int:
+    if args.json:
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(text())
+    return EXIT_OK
+
+
+# -- list, show -------------------------------------------------------------------------
+
+
+def _records(layout: Layout, archived: bool) -> list[OutcomeReflection]:
+    if archived:
+        return archived_outcomes(layout.reflections.parent)
+    with JsonlReflectionStore(layout.reflections) as store:
+        return store.outcomes()
+
+
+def _list(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
+    records = [r for r in _records(layout, args.archived)
+               if (args.kind is None or r.outcome == args.kind) and (args.agent is None or r.agent == args.agent)]
+    records = sorted(records, key=lambda r: r.created_at, reverse=True)[: args.limit]
+
+    def table() -> str:
+        if not records:
+            return "no task reflections yet" + (" in the archive" if args.archived else "")
+        return "\n".join(f"{r.created_at:%Y-%m-%d}  {r.outcome:<8} {r.task_id:<10} {r.agent:<20} {r.title}  [{r.id}]"
+                         for r in records)
+
+    return _out(args, [r.to_dict() for r in records], table)
+
+
+def _show(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
+    for record in (*_records(layout, False), *_records(layout, True)):
+        if record.id == args.id:
+            return _out(args, record.to_dict(), lambda: to_markdown(record).rstrip())
+    with JsonlReflectionStore(layout.reflections) as store:
+        for reflection in store.iterate():
+            if reflection.id == args.id:
+                body = reflection.to_dict()
+                return _out(args, body, lambda: "\n".join(f"{k}: {v}" for k, v in body.items()))
+    raise MemoryCommandError(f"no reflection with id {args.id}", EXIT_NOT_FOUND)
+
+
+# -- search, rules --------------------------------------------------------------------
+
+
+def _search(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
+    with LessonIndex(layout.reflections.parent) as index:
+        ranked = index.search(args.text, args.limit)
+    data = [{"id": r.lesson.id, "taskId": r.lesson.task_id, "kind": r.lesson.kind, "score": round(r.score, 4),
+             "text": r.lesson.text, "why": r.why} for r in ranked]
+
+    def table() -> str:
+        if not ranked:
+            return "no lesson matches"
+        return "\n".join(f"{r.score:6.3f}  {r.lesson.kind:<8} {r.lesson.task_id:<10} {r.lesson.text}  [{r.lesson.id}]"
+                         for r in ranked)
+
+    return _out(args, data, table)
+
+
+def _rules(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    memory_dir = layout.reflections.parent
+    rules = read_rules(memory_dir)
+    with LessonIndex(memory_dir) as index:
+        proven = [(lesson, shown, helped) for lesson, shown, helped in index.proven(1) if lesson.rule]
+    candidates = [{"rule": lesson.rule, "lessonId": lesson.id, "shown": shown, "helped": helped}
+                  for lesson, shown, helped in proven if lesson.rule not in rules]
+    data = {"rules": rules, "candidates": candidates, "minPasses": config.memory.rule_min_passes}
+
+    def text() -> str:
+        lines = [f"rules in {memory_dir / 'rules.md'} (every prompt carries them):"]
+        lines += [f"  - {rule}" for rule in rules] or ["  (none yet)"]
+        lines.append(f"candidates (promoted after {config.memory.rule_min_passes} passes):")
+        lines += [f"  - {c['rule']}  (helped {c['helped']} of {c['shown']})" for c in candidates] or ["  (none)"]
+        return "\n".join(lines)
+
+    return _out(args, data, text)
+
+
+# -- prune, archive, export -----------------------------------------------------------
+
+
+def _prune(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    days = args.older_than if args.older_than is not None else config.reflexion.retention_days
+    with JsonlReflectionStore(layout.reflections) as store:
+        moved = store.prune(datetime.now(UTC) - timedelta(days=days))
+    where = layout.reflections.parent / "archive"
+    return _out(args, {"moved": moved, "olderThanDays": days, "archive": str(where)},
+                lambda: f"moved {moved} reflection(s) older than {days} days to {where}")
+
+
+def _archive(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    keep = args.keep if args.keep is not None else config.memory.live_per_agent
+    memory_dir = layout.reflections.parent
+    with JsonlReflectionStore(layout.reflections) as store:
+        moved = archive_outcomes(store, keep_per_agent=keep)
+        live = store.outcomes()
+    write_markdown_view(live, memory_dir, archived=archived_outcomes(memory_dir))
+    return _out(args, {"moved": moved, "keptPerAgent": keep},
+                lambda: f"moved {moved} task reflection(s) beyond the newest {keep} per agent to "
+                        f"{memory_dir / 'archive'}; markdown view updated")
+
+
+def _export(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
+    memory_dir = layout.reflections.parent
+    live, old = _records(layout, False), archived_outcomes(memory_dir)
+    if args.markdown:
+        pages = write_markdown_view(live, memory_dir, archived=old)
+        print(f"wrote the markdown view: {len(pages)} page(s) under {memory_dir / 'reflections'}")
+        return EXIT_OK
+    lines = b"".join(record.to_json_line() for record in (*old, *live))
+    if args.out is None:
+        sys.stdout.buffer.write(lines)
+    else:
+        args.out.write_bytes(lines)
+        print(f"exported {len(old) + len(live)} task reflection(s) to {args.out}")
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Layout, ProjectConfig], int]] = {
+    "list": _list, "show": _show, "search": _search, "rules": _rules,
+    "prune": _prune, "archive": _archive, "export": _export,
+}

@@ -1,0 +1,96 @@
+"""`goldenloop memory ...` on a real project folder, in process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from orchestrator.cli import main
+
+
+def outcome(n: int, **extra: object) -> dict:
+    return {"id": f"R-{n}", "kind": "outcome", "outcome": "failed", "sessionId": "s", "taskId": f"T-{n}",
+            "agent": "coder", "title": f"parse dates in report {n}", "createdAt": f"2026-10-{n + 1:02d}T08:00:00Z",
+            "files": ["src/report.py"], "labels": [], "whatWentWrong": "The parser dropped the timezone.",
+            "whatToDoDifferently": f"Keep the timezone when parsing ISO dates of report {n}.",
+            "tacticalRule": "Always parse dates with their timezone.", "source": "heuristic", **extra}
+
+
+ATTEMPT = {"id": "A-1", "sessionId": "s", "taskId": "T-9", "subtaskId": "T-9.1", "attemptNumber": 1,
+           "category": "root_cause", "analysis": "Off by one in the loop.", "suggestion": "Use range(n).",
+           "actionItems": [], "confidence": 0.7, "createdAt": "2020-01-01T00:00:00Z"}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    memory = tmp_path / ".openagents" / "memory"
+    memory.mkdir(parents=True)
+    lines = [orjson.dumps(outcome(n)) for n in range(3)] + [orjson.dumps(ATTEMPT)]
+    (memory / "reflections.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (memory / "rules.md").write_text("# Rules\n\n- Run the linter before committing.\n")
+    return tmp_path
+
+
+def memory(project: Path, *args: str) -> int:
+    action, *rest = args
+    return main(["memory", action, "--dir", str(project), *rest])
+
+
+def test_list_shows_the_newest_task_reflections_first_and_as_json(project: Path, capsys) -> None:
+    assert memory(project, "list") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("[")[-1].rstrip("]") for line in lines] == ["R-2", "R-1", "R-0"]
+    assert memory(project, "list", "--json", "--limit", "1") == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["R-2"]
+
+
+def test_show_prints_the_markdown_page_and_an_unknown_id_is_exit_1(project: Path, capsys) -> None:
+    assert memory(project, "show", "R-1") == 0
+    page = capsys.readouterr().out
+    assert page.startswith("# Reflection: 2026-10-02 - coder - parse dates in report 1")
+    assert "## Tactical rule candidate" in page
+    assert memory(project, "show", "A-1") == 0  # an attempt reflection too
+    assert "Off by one" in capsys.readouterr().out
+    assert memory(project, "show", "nope") == 1
+    assert capsys.readouterr().err.strip() == "goldenloop memory: no reflection with id nope"
+
+
+def test_search_answers_with_the_loops_ranking(project: Path, capsys) -> None:
+    assert memory(project, "search", "timezone of ISO dates", "--json") == 0
+    found = json.loads(capsys.readouterr().out)
+    assert {hit["id"] for hit in found} == {"R-0", "R-1", "R-2"}
+    assert all(hit["why"]["text"] > 0 for hit in found)
+    assert memory(project, "search", "kubernetes helm chart") == 0
+    assert capsys.readouterr().out.strip() == "no lesson matches"
+
+
+def test_rules_lists_rules_md(project: Path, capsys) -> None:
+    assert memory(project, "rules", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["rules"] == ["Run the linter before committing."]
+
+
+def test_archive_and_prune_move_records_and_export_keeps_everything(project: Path, capsys) -> None:
+    assert memory(project, "archive", "--keep", "1") == 0
+    assert "moved 2 task reflection(s)" in capsys.readouterr().out
+    assert memory(project, "prune", "--older-than", "365") == 0  # the 2020 attempt reflection
+    assert "moved 1 reflection(s)" in capsys.readouterr().out
+    live = (project / ".openagents" / "memory" / "reflections.jsonl").read_bytes().splitlines()
+    assert [orjson.loads(line)["id"] for line in live] == ["R-2"]
+    pages = sorted(p.relative_to(project / ".openagents" / "memory" / "reflections").as_posix()
+                   for p in (project / ".openagents" / "memory" / "reflections").rglob("*.md"))
+    assert pages == ["coder/2026-10-03-parse-dates-in-report-2.md",
+                     "coder/archive/2026/2026-10-01-parse-dates-in-report-0.md",
+                     "coder/archive/2026/2026-10-02-parse-dates-in-report-1.md"]
+
+    out = project / "all.jsonl"
+    assert memory(project, "export", "--out", str(out)) == 0
+    assert sorted(orjson.loads(line)["id"] for line in out.read_bytes().splitlines()) == ["R-0", "R-1", "R-2"]
+
+
+def test_outside_a_project_is_one_sentence_and_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["memory", "list", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("goldenloop memory: no .openagents/ folder in") and "\n" not in err
