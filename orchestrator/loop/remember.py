@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # sqlite is imported only by a run that ranks lessons
 
 _PATH = re.compile(r"[\w./-]+\.\w{1,6}\b")  # a file named in a task's text: calc.py, src/app.ts
 # How an attempt that ended before or beside a verdict failed, in the outcome's words.
+WAIVED = ("preexisting", "flaky")  # judged passing, with failures that were not the attempt's
 _KINDS = {"edit_failed": "edit", "user_files": "touched_user_files", "repeat": "repeat",
           "model_refused": "model_refused"}
 
@@ -148,13 +149,16 @@ def _keep(p: LoopParts, memory: ProjectMemory, record: OutcomeReflection) -> Non
 
 def _story(p: LoopParts, memory: ProjectMemory, task: Task, plan: SubtaskPlan, outcome: TaskOutcome) -> TaskStory:
     attempts = [story for subtask in plan.subtasks for story in _attempts(memory, subtask)]
+    # Passed with failures waived (pre-existing, or flaky on a rerun): a partial success.
+    waived = tuple(a.summary for s in plan.subtasks if s.status == "done" for a in s.attempts[-1:]
+                   if a.outcome in WAIVED)
     return TaskStory(
         session_id=p.session_id, task_id=task.id, title=task.title, description=task.description or "",
         task_type=task.type, labels=tuple(task.labels), agent=memory.agent,
         ended="closed" if outcome.status == "closed" else "blocked",
         stop_reason=str(outcome.stop_reason) if outcome.stop_reason else None, reason=outcome.reason,
         subtasks_total=len(plan.subtasks), subtasks_done=sum(s.status == "done" for s in plan.subtasks),
-        attempts=tuple(attempts), waived=(),
+        attempts=tuple(attempts), waived=waived,
     )
 
 
@@ -165,7 +169,7 @@ def _attempts(memory: ProjectMemory, subtask: Subtask) -> list[AttemptStory]:
 
 
 def _attempt(record: AttemptRecord, reflection: Reflection | None) -> AttemptStory:
-    passed = record.outcome == "passed"
+    passed = record.outcome == "passed" or record.outcome in WAIVED
     kind = None if passed else _KINDS.get(record.outcome) or (
         record.failure_type if record.outcome == "failed" else record.outcome)
     return AttemptStory(number=record.number, passed=passed, summary=record.summary, failure_kind=kind,

@@ -35,7 +35,7 @@ from orchestrator.loop.outcome import SubtaskResult
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import AttemptOutcome, AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.loop.prompt import LastAttempt, attempt_prompt, start_over
-from orchestrator.loop.remember import lessons_for, record_use
+from orchestrator.loop.remember import lessons_for, record_use, remember_decision
 from orchestrator.loop.user_files import UserFiles
 from orchestrator.processes import escaped, escaped_pids, session_started
 from orchestrator.tasks import Task
@@ -257,6 +257,8 @@ class SubtaskRun:
         if decision is not None and decision.action == "rollback" and decision.rollback_to in self.patches:
             best = next(s for s in self.snapshots if s.number == decision.rollback_to)
             await self.roll_back_to(best.number, event="rolled_back")
+            remember_decision(self.p, self.task, f"rolled back to the tree of attempt {best.number}",
+                              [f"keep the tree of attempt {self.attempt}"], decision.explanation)
             failure += (f"\n\nThis attempt was worse than attempt {best.number}, so the tree was put "
                         f"back to attempt {best.number}'s changes (shown above); improve on those.")
             diff = best.diff

@@ -4,6 +4,7 @@ task's first prompt carries (seed 001)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import orjson
@@ -69,11 +70,12 @@ def test_an_escalated_task_leaves_a_failed_reflection_of_its_last_attempt(git_re
                                                    "retry": {"preflight": False, "reaskRepeats": False}})
     assert do_one_task(repo) == 1
 
-    (failed,) = outcome_lines(repo)
+    rollback, failed = outcome_lines(repo)  # the worse attempt 2 was rolled back: a decision
+    assert rollback["outcome"] == "decision" and "rolled back to the tree of attempt 1" in rollback["decision"].lower()
     assert failed["outcome"] == "failed"
     assert "test_add" in failed["whatWentWrong"] and "2 ==" not in failed["whatWentWrong"]  # the last attempt
     assert all(failed[key] for key in ("whatHappened", "whyItWentWrong", "whatToDoDifferently", "tacticalRule"))
-    assert "# Reflection: " in (repo / events_of(repo, "outcome_reflected")[0]["page"]).read_text()
+    assert "# Reflection: " in (repo / events_of(repo, "outcome_reflected")[-1]["page"]).read_text()
 
 
 def test_every_prompt_carries_the_project_rules(git_repo: Path) -> None:
@@ -131,3 +133,19 @@ def test_retention_archives_the_31st_task_reflection_of_an_agent(git_repo: Path)
     assert len(live) == 30 and len(archived) == 1 and archived[0] not in live
     oldest = min(records, key=lambda r: r["createdAt"])
     assert archived == [oldest["id"]]
+
+
+def test_a_pass_with_a_waived_preexisting_failure_is_a_partial(git_repo: Path) -> None:
+    other = "def other():\n    return 0\n"
+    other_tests = "from other import other\n\n\ndef test_other():\n    assert other() == 1\n"
+    repo = make_project(
+        git_repo, [{"match": "Task T-1", "reply": FIX_ADD}],
+        tasks=[task("T-1", "Fix add", description="add() in calc.py returns a - b; make test_add pass.")],
+        files={"other.py": other, "test_other.py": other_tests},
+        config={"testCommands": [f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py test_other.py"],
+                "reflexion": {"useLLM": False}},
+    )
+    assert do_one_task(repo) == 0  # test_other failed before the task, which is not about it
+
+    (partial,) = outcome_lines(repo)
+    assert partial["outcome"] == "partial" and partial["whatHappened"] and partial["whatToDoDifferently"]
