@@ -73,6 +73,15 @@ def rules_prompt(memory_dir: Path, max_chars: int = 1500) -> str:
     return "" if block == PROMPT_HEAD else block
 
 
+_PLACE = re.compile(r"\S+\.\w+:\d+")  # test_calc.py:9: one line of one task's code
+
+
+def _one_tasks(rule: str) -> bool:
+    """A rule that points at a line of one task's files helped that task's kin, but is no
+    rule for every prompt of the project."""
+    return bool(_PLACE.search(rule))
+
+
 def promote_rules(
     index: LessonIndex, memory_dir: Path, min_passes: int = 3, *, min_pass_rate: float = 0.5
 ) -> list[str]:
@@ -81,7 +90,7 @@ def promote_rules(
     candidates = [
         (lesson.rule, lesson.id, helped)
         for lesson, shown, helped in index.proven(min_passes)
-        if lesson.rule and helped >= min_pass_rate * shown
+        if lesson.rule and helped >= min_pass_rate * shown and not _one_tasks(lesson.rule)
     ]
     if not candidates:
         return []

@@ -110,3 +110,14 @@ def test_append_to_agent_file_creates_a_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "AGENTS.md"
     assert append_to_agent_file(path, ["Only rule."])
     assert path.read_text() == "## Rules learned by goldenloop\n\n- Only rule.\n"
+
+
+def test_a_rule_about_one_line_of_one_task_is_never_promoted(tmp_path: Path) -> None:
+    lesson = {"id": "L-9", "kind": "outcome", "outcome": "success", "sessionId": "s", "taskId": "T-1",
+              "agent": "coder", "title": "t", "createdAt": "2026-11-01T00:00:00Z", "labels": [], "files": [],
+              "strategy": "Strip the input.", "principle": "I should follow this rule: Read test_calc.py:9 first."}
+    (tmp_path / "reflections.jsonl").write_text(json.dumps(lesson) + "\n")
+    index = LessonIndex(tmp_path)
+    for n in range(5):
+        index.record_use(["L-9"], task_id=f"T-{n + 2}", attempt=1, passed=True)
+    assert promote_rules(index, tmp_path, min_passes=3) == []
