@@ -43,7 +43,6 @@ from orchestrator.tasks import Task, TaskBoard, TaskFileError
 from reflection.embeddings import litellm_embedder
 from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, preload_litellm, price_known
 from reflection.meter import Meter
-from reflection.retention import LIVE_PER_AGENT, archive_outcomes
 from reflection.service import ReflectionService
 from reflection.store import JsonlReflectionStore
 from reflection.task_reflector import TaskReflector
@@ -630,7 +629,7 @@ RETENTION_EVERY_S = 24 * 3600  # pruning reads the whole memory: at most once a 
 
 
 def apply_retention(project_dir: Path, retention_days: int, now: float | None = None,
-                    live_per_agent: int = LIVE_PER_AGENT) -> int | None:
+                    live_per_agent: int = 30) -> int | None:
     """Move to memory/archive/ the attempt reflections older than `retention_days` and the
     outcome reflections beyond each agent's newest `live_per_agent`, at most once a day
     (the mtime of `memory/.pruned` says when it last ran); how many moved, None when not due."""
@@ -642,6 +641,8 @@ def apply_retention(project_dir: Path, retention_days: int, now: float | None = 
     with contextlib.suppress(FileNotFoundError):
         if now - marker.stat().st_mtime < RETENTION_EVERY_S:
             return None
+    from reflection.retention import archive_outcomes  # once a day: its models only then
+
     with JsonlReflectionStore(layout.reflections) as store:  # moves under the store's lock
         moved = store.prune(datetime.fromtimestamp(now, UTC) - timedelta(days=retention_days))
         moved += archive_outcomes(store, keep_per_agent=live_per_agent)

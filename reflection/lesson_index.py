@@ -45,6 +45,7 @@ from typing import TypeVar
 import orjson
 
 from reflection.lessons import (
+    USES,
     Lesson,
     LessonQuery,
     RankedLesson,
@@ -60,7 +61,6 @@ Embedder = Callable[[list[str]], list[list[float]]]
 T = TypeVar("T")
 
 REFLECTIONS = "reflections.jsonl"
-USES = "lesson-uses.jsonl"
 DATABASE = "lessons.sqlite"
 SCHEMA_VERSION = "1"
 

@@ -31,6 +31,7 @@ import orjson
 
 from reflection.text import shorten
 
+USES = "lesson-uses.jsonl"  # beside reflections.jsonl: each showing of a lesson, and whether it helped
 TEXT_CHARS = 600  # a lesson's text: room for an attempt's analysis and suggestion, clipped
 RULE_PREFIX = "i should follow this rule:"
 OUTCOMES = ("failed", "partial", "success", "decision")

@@ -49,14 +49,18 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import orjson
 from pydantic import ValidationError
 
 from reflection.location import REFLECTIONS_PATH
-from reflection.outcome import OUTCOME_KIND, OutcomeReflection
 from reflection.schema import Reflection
+
+if TYPE_CHECKING:  # its model is built on first use: most runs never read an outcome line
+    from reflection.outcome import OutcomeReflection
+
+OUTCOME_KIND = "outcome"  # the `kind` of a task's outcome line (reflection/outcome.py)
 
 log = logging.getLogger("goldenloop.store")
 
@@ -848,6 +852,8 @@ class JsonlReflectionStore:
         if not _is_ours(obj):
             return None
         try:
+            from reflection.outcome import OutcomeReflection
+
             return OutcomeReflection.model_validate(obj)
         except ValidationError as exc:
             with self._mutex:

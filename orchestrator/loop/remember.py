@@ -14,15 +14,14 @@ from typing import TYPE_CHECKING
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.loop.plan import AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.tasks import Task
-from reflection.lessons import LessonQuery, RankedLesson
-from reflection.outcome import AttemptStory, OutcomeReflection, TaskStory, decision_reflection, outcome_reflections
-from reflection.outcome_markdown import write_page
+from reflection.lessons import USES, LessonQuery, RankedLesson
 from reflection.rules import append_to_agent_file, promote_rules
-from reflection.schema import Reflection
 
-if TYPE_CHECKING:  # sqlite is imported only by a run that ranks lessons
+if TYPE_CHECKING:  # the outcome model is built when a task ends, not at start-up
     from orchestrator.loop.parts import LoopParts
     from orchestrator.loop.project_memory import ProjectMemory
+    from reflection.outcome import AttemptStory, OutcomeReflection, TaskStory
+    from reflection.schema import Reflection
 
 _PATH = re.compile(r"[\w./-]+\.\w{1,6}\b")  # a file named in a task's text: calc.py, src/app.ts
 # How an attempt that ended before or beside a verdict failed, in the outcome's words.
@@ -37,8 +36,8 @@ _KINDS = {"edit_failed": "edit", "user_files": "touched_user_files", "repeat": "
 def lessons_for(p: LoopParts, task: Task, subtask: Subtask, signatures: Sequence[str] = ()) -> tuple[str, list[str]]:
     """The lessons block of a subtask's first prompt and the ids shown; ('', []) if none."""
     memory = p.memory
-    if memory is None or memory.index is None:
-        return "", []
+    if memory is None or memory.index is None or not memory.store.path.exists():
+        return "", []  # no memory yet: not even the index is opened
     text = "\n".join(filter(None, (task.title, task.description, subtask.title, subtask.description)))
     query = LessonQuery(text=text, task_type=task.type, labels=tuple(task.labels), files=tuple(_PATH.findall(text)),
                         error_signatures=tuple(signatures), exclude_task_id=task.id)
@@ -86,6 +85,8 @@ def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutc
     memory = p.memory
     if memory is None or outcome.status not in ("closed", "blocked"):
         return
+    from reflection.outcome import outcome_reflections
+
     try:
         story = _story(p, memory, task, plan, outcome)
         made = outcome_reflections(story, success_procedures=memory.settings.success_procedures)
@@ -99,8 +100,8 @@ def promote_rules_of(p: LoopParts, task: Task) -> None:
     """Lessons whose rule kept helping join memory/rules.md (every prompt carries it) and,
     with memory.promoteRulesTo, the agent's own file in a commit of its own."""
     memory = p.memory
-    if memory is None or memory.index is None:
-        return
+    if memory is None or memory.index is None or not (memory.memory_dir / USES).exists():
+        return  # no lesson was ever shown: nothing can have proved itself
     try:
         promoted = promote_rules(memory.index, memory.memory_dir, min_passes=memory.settings.rule_min_passes)
     except Exception as exc:  # noqa: BLE001
@@ -131,6 +132,8 @@ def remember_decision(p: LoopParts, task: Task, decision: str, alternatives: lis
     memory = p.memory
     if memory is None:
         return
+    from reflection.outcome import decision_reflection
+
     record = decision_reflection(session_id=p.session_id, task_id=task.id, agent=memory.agent, title=task.title,
                                  decision=decision, alternatives=alternatives, why=why, task_type=task.type,
                                  labels=tuple(task.labels))
@@ -141,6 +144,8 @@ def remember_decision(p: LoopParts, task: Task, decision: str, alternatives: lis
 
 
 def _keep(p: LoopParts, memory: ProjectMemory, record: OutcomeReflection) -> None:
+    from reflection.outcome_markdown import write_page
+
     memory.store.append_outcome(record)
     page = write_page(record, memory.memory_dir)
     p.runlog.event("outcome_reflected", taskId=record.task_id, id=record.id, outcome=record.outcome,
@@ -148,6 +153,8 @@ def _keep(p: LoopParts, memory: ProjectMemory, record: OutcomeReflection) -> Non
 
 
 def _story(p: LoopParts, memory: ProjectMemory, task: Task, plan: SubtaskPlan, outcome: TaskOutcome) -> TaskStory:
+    from reflection.outcome import TaskStory
+
     attempts = [story for subtask in plan.subtasks for story in _attempts(memory, subtask)]
     # Passed with failures waived (pre-existing, or flaky on a rerun): a partial success.
     waived = tuple(a.summary for s in plan.subtasks if s.status == "done" for a in s.attempts[-1:]
@@ -169,6 +176,8 @@ def _attempts(memory: ProjectMemory, subtask: Subtask) -> list[AttemptStory]:
 
 
 def _attempt(record: AttemptRecord, reflection: Reflection | None) -> AttemptStory:
+    from reflection.outcome import AttemptStory
+
     passed = record.outcome == "passed" or record.outcome in WAIVED
     kind = None if passed else _KINDS.get(record.outcome) or (
         record.failure_type if record.outcome == "failed" else record.outcome)
