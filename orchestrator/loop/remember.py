@@ -85,6 +85,9 @@ def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutc
     memory = p.memory
     if memory is None or outcome.status not in ("closed", "blocked"):
         return
+    clean = all(a.outcome == "passed" for s in plan.subtasks for a in s.attempts)
+    if outcome.status == "closed" and clean and memory.settings.success_procedures != "always":
+        return  # passed at once: nothing to learn, and nothing to import
     from reflection.outcome import outcome_reflections
 
     try:
