@@ -18,18 +18,17 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, ClassVar, Literal
 
-import orjson
-from pydantic import ConfigDict, Field, field_serializer
+from pydantic import ConfigDict, Field
 
 from reflection.schema import (
     ITEM_CHARS,
     TEXT_CHARS,
-    CamelModel,
     FailureCategory,
     Reflection,
+    StoredLine,
     fit_text,
     new_id,
     utc_now,
@@ -43,10 +42,11 @@ PRINCIPLE_PREFIX = "I should follow this rule: "
 _KEY_ORDER = ("id", "kind", "outcome", "sessionId", "taskId", "agent", "title", "createdAt")
 
 
-class OutcomeReflection(CamelModel):
+class OutcomeReflection(StoredLine):
     """One outcome line of reflections.jsonl; keys this version does not know are kept."""
 
     model_config = ConfigDict(extra="allow")
+    key_order: ClassVar[tuple[str, ...]] = _KEY_ORDER
 
     id: str = Field(default_factory=new_id)
     kind: Literal["outcome"] = OUTCOME_KIND
@@ -77,27 +77,6 @@ class OutcomeReflection(CamelModel):
     principle: str | None = None
     procedure: list[str] | None = None
     source: Literal["heuristic", "llm"] = "heuristic"
-
-    @field_serializer("created_at")
-    def _iso_utc(self, value: datetime) -> str:
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON body with the identifying keys first, as a human reads a record."""
-        body = super().to_dict()
-        head = {key: body.pop(key) for key in _KEY_ORDER if key in body}
-        return head | body
-
-    def to_json_line(self) -> bytes:
-        """The record as one `\\n`-terminated UTF-8 line."""
-        return orjson.dumps(self.to_dict()) + b"\n"
-
-    @classmethod
-    def from_json_line(cls, line: bytes | str) -> OutcomeReflection:
-        """Parse one line; raises ValueError (orjson or pydantic) when it is not a record."""
-        return cls.model_validate(orjson.loads(line))
 
     def lesson_text(self) -> str:
         """The short text a prompt shows for this record."""

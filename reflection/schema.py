@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
@@ -128,13 +128,42 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class StoredLine(CamelModel):
+    """What every line of reflections.jsonl shares: `createdAt` in UTC with a Z, the
+    identifying keys (`key_order`) first, and the way to and from one line of JSON."""
+
+    key_order: ClassVar[tuple[str, ...]] = ()
+
+    @field_serializer("created_at", check_fields=False)
+    def _iso_utc(self, value: datetime) -> str:
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body with the identifying keys first, as a human reads a record."""
+        body = super().to_dict()
+        head = {key: body.pop(key) for key in self.key_order if key in body}
+        return head | body
+
+    def to_json_line(self) -> bytes:
+        """The record as one `\\n`-terminated UTF-8 line."""
+        return orjson.dumps(self.to_dict()) + b"\n"
+
+    @classmethod
+    def from_json_line(cls, line: bytes | str) -> Self:
+        """Parse one line; raises ValueError (orjson or pydantic) when it is not a record."""
+        return cls.model_validate(orjson.loads(line))
+
+
 KEY_ORDER = ("id", "sessionId", "taskId", "subtaskId", "attemptNumber", "category")
 
 
-class Reflection(ReflectionDraft):
+class Reflection(ReflectionDraft, StoredLine):
     """One line of `.openagents/memory/reflections.jsonl`."""
 
     model_config = ConfigDict(extra="allow")
+    key_order: ClassVar[tuple[str, ...]] = KEY_ORDER
 
     id: str = Field(default_factory=new_id)
     session_id: str
@@ -149,26 +178,6 @@ class Reflection(ReflectionDraft):
     model: str | None = None
     usage: Usage | None = None
 
-    @field_serializer("created_at")
-    def _iso_utc(self, value: datetime) -> str:
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON body with the identifying keys first, as a human reads a record."""
-        body = super().to_dict()
-        head = {key: body.pop(key) for key in KEY_ORDER if key in body}
-        return head | body
-
-    def to_json_line(self) -> bytes:
-        """The record as one `\\n`-terminated UTF-8 line."""
-        return orjson.dumps(self.to_dict()) + b"\n"
-
-    @classmethod
-    def from_json_line(cls, line: bytes | str) -> Reflection:
-        """Parse one line; raises ValueError (orjson or pydantic) when it is not a record."""
-        return cls.model_validate(orjson.loads(line))
 
 
 FailureStage = Literal["verify", "edit"]
