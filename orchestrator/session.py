@@ -437,8 +437,8 @@ class ProjectSession:
             from reflection.lesson_index import LessonIndex  # sqlite: only a run that remembers
 
             c, layout = self.config, Layout(self.project_dir)
-            embedder = litellm_embedder(c.memory.embedding_model, timeout_s=c.timeouts.model_seconds) \
-                if c.memory.embedding_model else None
+            embedder = litellm_embedder(self.resolve_model(c.memory.embedding_model),
+                                        timeout_s=c.timeouts.model_seconds) if c.memory.embedding_model else None
             index = LessonIndex(layout.reflections.parent, embedder=embedder) if c.memory.cross_task_lessons else None
             self._memory = ProjectMemory(layout.reflections.parent, JsonlReflectionStore(layout.reflections),
                                          agent_name(c), c.memory, index)

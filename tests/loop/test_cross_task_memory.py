@@ -4,6 +4,7 @@ task's first prompt carries (seed 001)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -149,3 +150,23 @@ def test_a_pass_with_a_waived_preexisting_failure_is_a_partial(git_repo: Path) -
 
     (partial,) = outcome_lines(repo)
     assert partial["outcome"] == "partial" and partial["whatHappened"] and partial["whatToDoDifferently"]
+
+
+def test_with_an_embedding_model_a_lesson_is_found_by_meaning(git_repo: Path) -> None:
+    # T-2 shares no word with T-1's lesson but "total", which the embedding model (the
+    # scripted one, told that "sum" and "total" mean the same) ranks as the same idea.
+    repo = two_tasks(git_repo, embeddingModel="scripted/.openagents/script.json")
+    script = repo / ".openagents" / "script.json"
+    body = json.loads(script.read_text())
+    body["concepts"] = [["sum", "total", "addition"]]
+    body["replies"][2]["match"] = r"Task T-2:.*Lessons from earlier tasks"
+    script.write_text(json.dumps(body))
+    tasks = repo / ".openagents" / "tasks.jsonl"
+    tasks.write_text(tasks.read_text().replace("Comment the sum in calc.py's add.", "Describe the total it returns."))
+    git(repo, "commit", "-qam", "T-2 says it in other words")
+    assert do_one_task(repo) == 0
+    assert do_one_task(repo) == 0
+    (shown,) = events_of(repo, "lessons_injected", "T-2")
+    assert shown["lessons"][0]["fromTask"] == "T-1" and shown["lessons"][0]["why"]["text"] > 0
+    with sqlite3.connect(repo / MEMORY / "lessons.sqlite") as db:  # the vector kept beside the lesson
+        assert db.execute("SELECT count(*) FROM lessons WHERE vector IS NOT NULL").fetchone() == (1,)
