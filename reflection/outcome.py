@@ -403,9 +403,11 @@ def _partial_advice(story: TaskStory, lesson: Reflection | None, last: AttemptSt
 def _strategy(passing: AttemptStory | None, lesson: Reflection | None, failing: AttemptStory) -> str:
     number = passing.number if passing else failing.number + 1
     did = _sentence(passing.summary) if passing and passing.summary else ""
+    # What the passing attempt did comes first: it is the concrete part, and survives a clip.
     if lesson:
-        return f"Attempt {number} followed the lesson of attempt {failing.number}: {_sentence(lesson.suggestion)} {did}"
-    return f"Attempt {number} changed course after attempt {failing.number} failed. {did}"
+        return f"Attempt {number}, {did} It followed the lesson of attempt {failing.number}: " \
+               f"{_sentence(lesson.suggestion)}"
+    return f"Attempt {number}, {did} It changed course after attempt {failing.number} failed."
 
 
 def _why_it_worked(failing: AttemptStory, lesson: Reflection | None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from orchestrator.loop.outcome import TaskOutcome
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # the outcome model is built when a task ends, not at start-u
 
 _PATH = re.compile(r"[\w./-]+\.\w{1,6}\b")  # a file named in a task's text: calc.py, src/app.ts
 # How an attempt that ended before or beside a verdict failed, in the outcome's words.
+CHANGE_BYTES, CHANGE_LINES = 8_000, 6  # of a passing fix kept in its success procedure
 WAIVED = ("preexisting", "flaky")  # judged passing, with failures that were not the attempt's
 _KINDS = {"edit_failed": "edit", "user_files": "touched_user_files", "repeat": "repeat",
           "model_refused": "model_refused"}
@@ -158,7 +160,7 @@ def _keep(p: LoopParts, memory: ProjectMemory, record: OutcomeReflection) -> Non
 def _story(p: LoopParts, memory: ProjectMemory, task: Task, plan: SubtaskPlan, outcome: TaskOutcome) -> TaskStory:
     from reflection.outcome import TaskStory
 
-    attempts = [story for subtask in plan.subtasks for story in _attempts(memory, subtask)]
+    attempts = [story for subtask in plan.subtasks for story in _attempts(p, memory, subtask)]
     # Passed with failures waived (pre-existing, or flaky on a rerun): a partial success.
     waived = tuple(a.summary for s in plan.subtasks if s.status == "done" for a in s.attempts[-1:]
                    if a.outcome in WAIVED)
@@ -172,10 +174,23 @@ def _story(p: LoopParts, memory: ProjectMemory, task: Task, plan: SubtaskPlan, o
     )
 
 
-def _attempts(memory: ProjectMemory, subtask: Subtask) -> list[AttemptStory]:
+def _attempts(p: LoopParts, memory: ProjectMemory, subtask: Subtask) -> list[AttemptStory]:
     written = [a.reflection_id for a in subtask.attempts if a.reflection_id]
     found = {r.id: r for r in memory.store.recent(subtask.id, len(written))} if written else {}
-    return [_attempt(a, found.get(a.reflection_id or "")) for a in subtask.attempts]
+    stories = [_attempt(a, found.get(a.reflection_id or "")) for a in subtask.attempts]
+    if subtask.commit and stories and any(not s.passed for s in stories):
+        # What finally worked, in the code's own words: the lesson is found by them, too.
+        change = _changed_lines(p.repo.commits_diff([subtask.commit], CHANGE_BYTES))
+        if change:
+            stories[-1] = replace(stories[-1], summary=f"{stories[-1].summary}; the change: {change}")
+    return stories
+
+
+def _changed_lines(diff: str) -> str:
+    """The first added and removed lines of a diff, on one line."""
+    lines = [line for line in diff.splitlines()
+             if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()]
+    return " / ".join(f"{line[0]} {line[1:].strip()}" for line in lines[:CHANGE_LINES])
 
 
 def _attempt(record: AttemptRecord, reflection: Reflection | None) -> AttemptStory:

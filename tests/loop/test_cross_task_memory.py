@@ -45,6 +45,7 @@ def test_a_fail_then_pass_leaves_a_procedure_and_the_next_task_is_shown_it(git_r
     (success,) = outcome_lines(repo)
     assert success["outcome"] == "success" and success["taskId"] == "T-1"
     assert success["procedure"] and "calc.py" in success["files"]
+    assert "the change: - return a - b / + return a + b" in success["strategy"]  # what finally worked
     page = repo / events_of(repo, "outcome_reflected")[0]["page"]
     assert page.read_text().startswith("# Procedure: ") and "## Strategy" in page.read_text()
 
