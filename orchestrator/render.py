@@ -140,6 +140,16 @@ class HumanLines:
         which = "first notes" if e.get("isFirstReflection") else f"notes #{r.get('runCount')}"
         return f"  task reflection ({which}) kept for the next run of this task"
 
+    def _lessons_injected(self, e: Event) -> str:
+        shown = ", ".join(f"{item.get('kind')} of {item.get('fromTask')}" for item in e.get("lessons") or [])
+        return f"  lessons from earlier tasks in the first prompt: {shown}"
+
+    def _outcome_reflected(self, e: Event) -> str:
+        return f"  {e.get('outcome')} reflection kept for other tasks: {e.get('page')}"
+
+    def _rules_promoted(self, e: Event) -> str:
+        return f"  {len(e.get('rules') or [])} rule(s) joined .openagents/memory/rules.md"
+
     def _task_reflection_failed(self, e: Event) -> str:
         return f"  task reflection not kept: {_first_line(e.get('error'))}"
 

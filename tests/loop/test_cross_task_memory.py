@@ -171,3 +171,11 @@ def test_with_an_embedding_model_a_lesson_is_found_by_meaning(git_repo: Path) ->
     assert shown["lessons"][0]["fromTask"] == "T-1" and shown["lessons"][0]["why"]["text"] > 0
     with sqlite3.connect(repo / MEMORY / "lessons.sqlite") as db:  # the vector kept beside the lesson
         assert db.execute("SELECT count(*) FROM lessons WHERE vector IS NOT NULL").fetchone() == (1,)
+
+
+def test_the_console_says_what_was_learned_and_what_was_shown(git_repo: Path, capsys) -> None:
+    repo = two_tasks(git_repo)
+    assert do_one_task(repo) == 0
+    assert "success reflection kept for other tasks: .openagents/memory/reflections/" in capsys.readouterr().out
+    assert do_one_task(repo) == 0
+    assert "lessons from earlier tasks in the first prompt: success of T-1" in capsys.readouterr().out
