@@ -160,6 +160,7 @@ _WHAT = {
     "timeout": "the checks ran out of time",
     "runtime_error": "the code raised an error when it ran",
     "edit": "the reply could not be applied to the files",
+    "agent": "the agent's run failed before anything could be checked",
     "integrity": "the attempt edited its own tests or check configuration and was rejected",
     "environment": "the checks could not run in this environment",
     "no_change": "the attempt changed nothing",
@@ -173,6 +174,7 @@ _WHY = {
     "runtime_error": "The code failed when it ran, before the checks could judge its behaviour.",
     "edit": "The reply did not match the files as they are (a wrong path, stale context or a malformed "
     "edit block), so nothing was applied and nothing was checked.",
+    "agent": "The agent command exited with an error (see its last output), so its changes were not checked.",
     "integrity": "The attempt tried to make the checks pass by changing the tests or their configuration "
     "instead of the code, which the integrity check refuses.",
     "environment": "The failure came from the environment (a missing tool, module or permission), "
@@ -188,6 +190,8 @@ _ADVICE = {
     "timeout": "Look for an unbounded loop or a wait without a timeout, and keep each check's work small.",
     "edit": "Copy the exact current lines of the file into the edit and name the file by its path in the "
     "repository.",
+    "agent": "Read the agent's last output for why it stopped, and make the prompt or its options "
+    "give it what it needs to finish.",
     "integrity": "Leave tests and check configuration alone and change the code until the existing "
     "checks pass.",
     "environment": "Check that the tools and modules the checks need are installed before changing code, "
@@ -202,6 +206,7 @@ _RULE = {
     "timeout": "Always bound loops and waits, and give every external call a timeout.",
     "runtime_error": "Always run the changed code path once before handing it in.",
     "edit": "Always quote the file's current text exactly when writing an edit.",
+    "agent": "Always read why the agent stopped before running it again.",
     "integrity": "Never change tests or check configuration to make checks pass.",
     "environment": "Always confirm the environment can run the checks before blaming the code.",
     "no_change": "Always answer with a concrete edit, never with a plan alone.",
@@ -224,8 +229,8 @@ def outcome_reflections(
     failures = story.failures
     if story.ended == "blocked":
         return [_partial(story) if story.subtasks_done > 0 else _failed(story)]
-    if story.waived:
-        return [_partial(story)]
+    if story.waived:  # a pass with failures waived; what finally worked is still worth keeping
+        return [_partial(story), *([_success(story)] if failures and success_procedures != "never" else [])]
     if success_procedures == "never":
         return []
     if failures or success_procedures == "always":

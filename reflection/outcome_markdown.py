@@ -179,9 +179,10 @@ def write_markdown_view(
 ) -> list[Path]:
     """Bring `<memory_dir>/reflections/` in line with the records; the view's files.
 
-    A file is rewritten only when its text changes. Pages this function generated for
-    records no longer given are removed; any other file is left alone. A record both live
-    and archived (a move cut short) is shown once, as live.
+    A file is rewritten only when its text changes. A page this function generated for a
+    record now shown at another path (archived, renumbered) is removed; any other file,
+    including the page of a record no longer in the JSONL, is left alone. A record both
+    live and archived (a move cut short) is shown once, as live.
     """
     live = _unique(records)
     live_ids = {record.id for record in live}
@@ -189,7 +190,7 @@ def write_markdown_view(
     wanted = view_paths(live, memory_dir) | view_paths(old, memory_dir, archived=True)
     for path, record in wanted.items():
         _write_if_changed(path, to_markdown(record))
-    _remove_stale(Path(memory_dir) / "reflections", set(wanted))
+    _remove_stale(Path(memory_dir) / "reflections", set(wanted), {record.id for record in wanted.values()})
     return list(wanted)
 
 
@@ -219,7 +220,10 @@ def _write_if_changed(path: Path, text: str) -> None:
             os.unlink(tmp)
 
 
-def _remove_stale(root: Path, wanted: set[Path]) -> None:
+def _remove_stale(root: Path, wanted: set[Path], shown: set[str]) -> None:
+    """Remove the old pages of records now shown elsewhere (archived, renumbered). A page
+    whose record is nowhere in the JSONL is kept: it may be the last readable copy of a
+    line someone damaged."""
     if not root.is_dir():
         return
     emptied: set[Path] = set()
@@ -227,7 +231,7 @@ def _remove_stale(root: Path, wanted: set[Path]) -> None:
         removed = any(Path(folder) / d in emptied for d in dirs)
         for name in names:
             path = Path(folder) / name
-            if name.endswith(".md") and path not in wanted and _is_generated(path):
+            if name.endswith(".md") and path not in wanted and _generated_id(path) in shown:
                 path.unlink()
                 removed = True
         # Only a folder our own removals emptied goes; an empty folder someone made stays.
@@ -236,9 +240,14 @@ def _remove_stale(root: Path, wanted: set[Path]) -> None:
             emptied.add(Path(folder))
 
 
-def _is_generated(path: Path) -> bool:
-    """A page of ours: a regular file whose last line is our record comment."""
+def _generated_id(path: Path) -> str | None:
+    """The record id of a page of ours (a regular file ending in our record comment)."""
     if path.is_symlink() or not path.is_file():
-        return False
+        return None
     lines = path.read_text(encoding="utf-8", errors="replace").rstrip().splitlines()
-    return bool(lines) and lines[-1].startswith(MARKER)
+    if not lines or not lines[-1].startswith(MARKER):
+        return None
+    try:
+        return from_markdown(lines[-1]).id
+    except ValueError:  # orjson and pydantic errors alike
+        return None

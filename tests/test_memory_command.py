@@ -94,3 +94,25 @@ def test_outside_a_project_is_one_sentence_and_exit_2(tmp_path: Path, capsys) ->
     assert main(["memory", "list", "--dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("goldenloop memory: no .openagents/ folder in") and "\n" not in err
+
+
+def test_bad_requests_are_one_sentence_and_exit_2(project: Path, tmp_path: Path, capsys) -> None:
+    assert memory(project, "export", "--out", str(tmp_path / "no" / "such" / "dir.jsonl")) == 2
+    assert capsys.readouterr().err.startswith("goldenloop memory: cannot write ")
+    assert memory(project, "export", "--markdown", "--out", str(tmp_path / "x")) == 2
+    assert memory(project, "search", "  ") == 2
+    assert "needs some words" in capsys.readouterr().err
+    assert main(["memory", "list", "--dir", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip().endswith("nowhere is not a folder")
+
+
+def test_an_archived_attempt_reflection_can_still_be_shown(project: Path, capsys) -> None:
+    assert memory(project, "prune", "--older-than", "365") == 0
+    capsys.readouterr()
+    assert memory(project, "show", "A-1") == 0
+    assert "suggestion: Use range(n)." in capsys.readouterr().out
+
+
+def test_a_filter_that_matches_nothing_says_so(project: Path, capsys) -> None:
+    assert memory(project, "list", "--kind", "success") == 0
+    assert capsys.readouterr().out.strip() == "no task reflection matches"

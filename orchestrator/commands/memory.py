@@ -9,6 +9,9 @@ record, 2 usage or config error.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -40,12 +43,24 @@ def run_memory(args: argparse.Namespace) -> int:
         project = _project_dir(args.dir)
         return COMMANDS[args.action](args, Layout(project), _config(project))
     except MemoryCommandError as exc:
-        print(f"goldenloop memory: {exc}", file=sys.stderr)
-        return exc.code
+        return _fail(str(exc), exc.code)
+    except BrokenPipeError:  # `... | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except sqlite3.Error as exc:
+        return _fail(f"the lesson index .openagents/memory/lessons.sqlite cannot be used ({exc}); "
+                     "delete it and it is rebuilt from the JSONL files", EXIT_USAGE)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"goldenloop memory: {message}", file=sys.stderr)
+    return code
 
 
 def _project_dir(start: Path) -> Path:
     """The folder holding .openagents/, here or above."""
+    if not start.is_dir():
+        raise MemoryCommandError(f"{start} is not a folder")
     start = start.resolve()
     for folder in (start, *start.parents):
         if (folder / ".openagents").is_dir():
@@ -85,7 +100,9 @@ def _list(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> i
 
     def table() -> str:
         if not records:
-            return "no task reflections yet" + (" in the archive" if args.archived else "")
+            filtered = args.kind is not None or args.agent is not None
+            where = " in the archive" if args.archived else ""
+            return f"no task reflection{where} matches" if filtered else f"no task reflections{where} yet"
         return "\n".join(f"{r.created_at:%Y-%m-%d}  {r.outcome:<8} {r.task_id:<10} {r.agent:<20} {r.title}  [{r.id}]"
                          for r in records)
 
@@ -96,20 +113,41 @@ def _show(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> i
     for record in (*_records(layout, False), *_records(layout, True)):
         if record.id == args.id:
             return _out(args, record.to_dict(), lambda: to_markdown(record).rstrip())
+    body = _attempt_reflection(layout, args.id)
+    if body is not None:
+        return _out(args, body, lambda: "\n".join(f"{k}: {_plain(v)}" for k, v in body.items()))
+    raise MemoryCommandError(f"no reflection with id {args.id}", EXIT_NOT_FOUND)
+
+
+def _attempt_reflection(layout: Layout, record_id: str) -> dict[str, Any] | None:
+    """An attempt reflection by id, live or archived."""
     with JsonlReflectionStore(layout.reflections) as store:
         for reflection in store.iterate():
-            if reflection.id == args.id:
-                body = reflection.to_dict()
-                return _out(args, body, lambda: "\n".join(f"{k}: {v}" for k, v in body.items()))
-    raise MemoryCommandError(f"no reflection with id {args.id}", EXIT_NOT_FOUND)
+            if reflection.id == record_id:
+                return reflection.to_dict()
+    for path in sorted((layout.reflections.parent / "archive").glob("reflections-*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            if record_id.encode() in line:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    body = orjson.loads(line)
+                    if isinstance(body, dict) and body.get("id") == record_id:
+                        return body
+    return None
+
+
+def _plain(value: Any) -> str:
+    return "; ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 # -- search, rules --------------------------------------------------------------------
 
 
 def _search(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
+    if not args.text.strip():
+        raise MemoryCommandError("search needs some words to look for")
     with LessonIndex(layout.reflections.parent) as index:
         ranked = index.search(args.text, args.limit)
+    ranked = [r for r in ranked if r.score > 0]
     data = [{"id": r.lesson.id, "taskId": r.lesson.task_id, "kind": r.lesson.kind, "score": round(r.score, 4),
              "text": r.lesson.text, "why": r.why} for r in ranked]
 
@@ -168,6 +206,8 @@ def _archive(args: argparse.Namespace, layout: Layout, config: ProjectConfig) ->
 def _export(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
     memory_dir = layout.reflections.parent
     live, old = _records(layout, False), archived_outcomes(memory_dir)
+    if args.markdown and args.out is not None:
+        raise MemoryCommandError("--markdown rebuilds .openagents/memory/reflections/ in place; --out does not apply")
     if args.markdown:
         pages = write_markdown_view(live, memory_dir, archived=old)
         print(f"wrote the markdown view: {len(pages)} page(s) under {memory_dir / 'reflections'}")
@@ -176,7 +216,10 @@ def _export(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) ->
     if args.out is None:
         sys.stdout.buffer.write(lines)
     else:
-        args.out.write_bytes(lines)
+        try:
+            args.out.write_bytes(lines)
+        except OSError as exc:
+            raise MemoryCommandError(f"cannot write {args.out}: {exc.strerror or exc}") from None
         print(f"exported {len(old) + len(live)} task reflection(s) to {args.out}")
     return EXIT_OK
 

@@ -197,7 +197,8 @@ def _attempt(record: AttemptRecord, reflection: Reflection | None) -> AttemptSto
     from reflection.outcome import AttemptStory
 
     passed = record.outcome == "passed" or record.outcome in WAIVED
-    kind = None if passed else _KINDS.get(record.outcome) or (
+    agent_failed = record.outcome == "edit_failed" and record.format_asked is None  # a command agent's exit
+    kind = None if passed else "agent" if agent_failed else _KINDS.get(record.outcome) or (
         record.failure_type if record.outcome == "failed" else record.outcome)
     return AttemptStory(number=record.number, passed=passed, summary=record.summary, failure_kind=kind,
                         error_signature=record.error_signature, files=tuple(record.files_changed),

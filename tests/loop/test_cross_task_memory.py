@@ -179,3 +179,12 @@ def test_the_console_says_what_was_learned_and_what_was_shown(git_repo: Path, ca
     assert "success reflection kept for other tasks: .openagents/memory/reflections/" in capsys.readouterr().out
     assert do_one_task(repo) == 0
     assert "lessons from earlier tasks in the first prompt: success of T-1" in capsys.readouterr().out
+
+
+def test_an_agent_that_exits_with_an_error_is_not_blamed_on_an_edit_block(git_repo: Path) -> None:
+    repo = make_project(git_repo, [], config={
+        "executor": {"kind": "command", "command": "test -s {prompt_file} && echo 'no API credit left' && exit 1"},
+        "reflexion": {"maxRetries": 0, "useLLM": False}, "retry": {"preflight": False}})
+    assert do_one_task(repo) == 1
+    (failed,) = outcome_lines(repo)
+    assert "agent" in failed["whyItWentWrong"] and "edit block" not in failed["whyItWentWrong"]

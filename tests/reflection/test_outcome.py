@@ -149,6 +149,16 @@ def test_closed_with_waived_tests_is_partial() -> None:
     assert "tests/test_io.py::test_slow" in record.what_went_wrong
 
 
+def test_a_waived_pass_after_a_failure_also_keeps_what_finally_worked() -> None:
+    waived = story(attempt(1), attempt(2, passed=True, kind=None), ended="closed",
+                   waived=("tests/test_io.py::test_slow",))
+
+    partial, success = outcome_reflections(waived)
+
+    assert (partial.outcome, success.outcome) == ("partial", "success")
+    assert success.procedure
+
+
 def test_secrets_in_a_failure_never_reach_the_record() -> None:
     key = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
     leaky = attempt(1, summary=f"login failed with api key {key} and password=Hunter2Secret!x")

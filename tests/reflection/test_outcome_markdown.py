@@ -116,10 +116,10 @@ def test_regeneration_is_deterministic_and_leaves_a_hand_written_note_alone(tmp_
     assert first == second
     assert note.read_text() == "# My notes\n\nKeep an eye on the fetcher.\n"
 
-    write_markdown_view(records[:1], tmp_path)  # the others are gone from the JSONL
-    left = sorted(p.name for p in (tmp_path / "reflections").rglob("*.md"))
-    assert left == ["2026-03-01-api-timeout-handling-in-the.md", "2026-03-01-my-own-notes.md"]
-    assert not (tmp_path / "reflections" / "coder").exists()
+    # The others' lines are gone from the JSONL (damaged by hand, say): their pages may be
+    # the last readable copy, so they stay.
+    write_markdown_view(records[:1], tmp_path)
+    assert {p.name for p in (tmp_path / "reflections").rglob("*.md")} == {p.name for p in first} | {note.name}
 
 
 def test_archived_records_go_under_the_year(tmp_path: Path) -> None:
