@@ -24,8 +24,8 @@ from pathlib import Path
 
 import orjson
 
-from orchestrator.fileio import atomic_write
 from orchestrator.layout import Layout
+from reflection.fileio import atomic_write
 
 SLACK_S = 1.0  # a write this long after the last heartbeat may still be the dead run's
 HEARTBEAT_S = 0.25  # how often a running attempt refreshes `alive`

@@ -24,7 +24,6 @@ from orchestrator.budget import BudgetExceeded, SpendLimit, combine
 from orchestrator.checks.convergence import StopReason
 from orchestrator.config import ConfigError, ProjectConfig, load_config
 from orchestrator.executors.base import Executor
-from orchestrator.fileio import LockTimeout, atomic_write
 from orchestrator.journal import Journal
 from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
@@ -41,6 +40,7 @@ from orchestrator.runlog import RunLog
 from orchestrator.task_archive import archive_closed_tasks
 from orchestrator.tasks import Task, TaskBoard, TaskFileError
 from reflection.embeddings import litellm_embedder
+from reflection.fileio import LockTimeout, atomic_write
 from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, preload_litellm, price_known
 from reflection.meter import Meter
 from reflection.service import ReflectionService

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from orchestrator.fileio import atomic_write, file_lock
+from reflection.fileio import atomic_write, file_lock
 
 ARCHIVE_OVER = 1000  # closed tasks tasks.jsonl may hold before the oldest move out
 _CLOSED = re.compile(rb'"status"\s*:\s*"closed"')  # a cheap upper bound before parsing

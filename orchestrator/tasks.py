@@ -25,9 +25,9 @@ from typing import Any, Literal
 import orjson
 from pydantic import Field, ValidationError, field_serializer, model_validator
 
-from orchestrator.fileio import atomic_write, file_lock
 from orchestrator.layout import Layout
 from orchestrator.task_archive import ArchivedTasks
+from reflection.fileio import atomic_write, file_lock
 from reflection.schema import CamelModel
 
 log = logging.getLogger("goldenloop.tasks")

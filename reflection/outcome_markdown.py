@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 
+from reflection.fileio import atomic_write
 from reflection.outcome import OutcomeReflection
 
 MARKER = "<!-- goldenloop-record "
@@ -208,16 +208,7 @@ def _write_if_changed(path: Path, text: str) -> None:
             return
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)  # a reader sees the old page or the new one, never half
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, data)  # a reader sees the old page or the new one, never half
 
 
 def _remove_stale(root: Path, wanted: set[Path], shown: set[str]) -> None:

@@ -16,15 +16,11 @@ heading; committing that file is the caller's business.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reflection.fileio import atomic_write, file_lock
 from reflection.lessons import normal_text
 
 if TYPE_CHECKING:  # the index (sqlite) is imported by the runs that rank lessons
@@ -94,7 +90,7 @@ def promote_rules(
     ]
     if not candidates:
         return []
-    with _locked(path):
+    with file_lock(path.with_name(path.name + ".lock"), timeout_s=None):
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         present = {normal_text(rule) for rule in bullets(current)}
         added: list[str] = []
@@ -107,7 +103,7 @@ def promote_rules(
                 lines.append(f"- {rule} <!-- lesson {lesson_id}; confirmed by {helped} passes -->\n")
         if added:
             base = current or RULES_HEADER
-            atomic_write(path, _with_newline(base) + "".join(lines))
+            atomic_write(path, (_with_newline(base) + "".join(lines)).encode())
     return added
 
 
@@ -124,7 +120,7 @@ def append_to_agent_file(path: Path, rules: list[str]) -> bool:
             new.append(f"- {rule}\n")
     if not new:
         return False
-    atomic_write(path, _insert_under_heading(current, "".join(new)))
+    atomic_write(path, _insert_under_heading(current, "".join(new)).encode())
     return True
 
 
@@ -144,35 +140,3 @@ def _insert_under_heading(text: str, block: str) -> str:
 
 def _with_newline(text: str) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Replace `path` by a temp file that was fsynced first, so no reader sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o644)  # mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # the rename itself survives a crash
-    finally:
-        os.close(dir_fd)

@@ -15,19 +15,17 @@ locking are its own here, as in reflection/store.py.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
-import tempfile
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
 from pydantic import ValidationError
 
+from reflection.fileio import atomic_write, file_lock
 from reflection.location import TASK_REFLECTIONS_PATH
 from reflection.task_reflection import TaskReflection
 
@@ -111,30 +109,9 @@ class JsonTaskReflectionStore:
         return data if isinstance(data, dict) else {}
 
     def _write(self, entries: dict[str, Any]) -> None:
-        data = orjson.dumps(entries, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        atomic_write(self.path, orjson.dumps(entries, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._thread_lock:
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
+        with self._thread_lock, file_lock(self._lock_path, timeout_s=None):
+            yield

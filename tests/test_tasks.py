@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from orchestrator.fileio import LockTimeout, atomic_write, file_lock
 from orchestrator.tasks import TaskBoard, TaskFileError
+from reflection.fileio import LockTimeout, atomic_write, file_lock
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 NOW_TEXT = "2025-03-04T05:06:07Z"

@@ -18,8 +18,8 @@ from typing import Literal
 import orjson
 from pydantic import Field
 
-from orchestrator.fileio import atomic_write
 from orchestrator.loop.plan import SubtaskPlan
+from reflection.fileio import atomic_write
 from reflection.schema import CamelModel, utc_now
 
 FORMAT = "goldenloop-humaneval/1"

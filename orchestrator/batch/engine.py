@@ -28,7 +28,6 @@ import orjson
 from orchestrator.batch.progress import write_progress
 from orchestrator.batch.worktree import MergeConflict, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
-from orchestrator.fileio import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.repo import Repo
@@ -41,6 +40,7 @@ from orchestrator.session import (
     UserError,
 )
 from orchestrator.tasks import Task
+from reflection.fileio import atomic_write
 from reflection.llm import price_known
 from reflection.meter import Meter
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from orchestrator.fileio import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
+from reflection.fileio import atomic_write
 from reflection.meter import Meter
 from reflection.redact import redact
 

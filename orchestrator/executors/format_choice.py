@@ -20,8 +20,8 @@ from pathlib import Path
 import orjson
 
 from orchestrator.edits.formats import FORMATS, ROBUST, EditFormat
-from orchestrator.fileio import LockTimeout, atomic_write, file_lock
 from orchestrator.layout import Layout
+from reflection.fileio import LockTimeout, atomic_write, file_lock
 
 log = logging.getLogger("goldenloop.executors.format")
 

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.fileio import atomic_write
 from orchestrator.layout import Layout, safe_name
 from orchestrator.loop.plan import Subtask
 from orchestrator.tasks import Task
+from reflection.fileio import atomic_write
 from reflection.meter import Meter
 from reflection.redact import redact
 from reflection.schema import Reflection

@@ -15,9 +15,9 @@ import orjson
 from pydantic import Field, ValidationError
 
 from orchestrator.checks.judge import JudgedOutcome
-from orchestrator.fileio import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.tasks import Task
+from reflection.fileio import atomic_write
 from reflection.schema import CamelModel, utc_now
 
 log = logging.getLogger("goldenloop.plan")

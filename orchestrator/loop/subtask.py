@@ -27,7 +27,6 @@ from orchestrator.checks.judge import Judge, Judgement
 from orchestrator.checks.preflight import Baseline
 from orchestrator.checks.verify import Verdict, verify
 from orchestrator.executors import ExecutionRequest, ExecutionResult
-from orchestrator.fileio import atomic_write
 from orchestrator.journal import Heartbeat, Journal
 from orchestrator.layout import Layout
 from orchestrator.loop.escalation import AttemptSnapshot, write_packet
@@ -39,6 +38,7 @@ from orchestrator.loop.remember import lessons_for, record_use, remember_decisio
 from orchestrator.loop.user_files import UserFiles
 from orchestrator.processes import escaped, escaped_pids, session_started
 from orchestrator.tasks import Task
+from reflection.fileio import atomic_write
 from reflection.llm import ModelError
 from reflection.redact import redact
 from reflection.schema import FailureContext, Reflection

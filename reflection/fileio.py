@@ -1,4 +1,5 @@
-"""Small file helpers shared by the orchestrator: atomic rewrites and cross-process locks.
+"""Small file helpers shared by both packages (here, in the one orchestrator builds on):
+atomic rewrites and cross-process locks.
 
 `atomic_write` guarantees a reader (or a crash) sees either the old file or the new one,
 never half of each. `file_lock` serialises read-modify-write cycles between processes
