@@ -3,41 +3,26 @@
 A retry is worth its cost only while reflection is helping. `ProgressTracker` is fed one
 `AttemptScore` per verified attempt and answers with a `Decision`: continue, roll back
 to the best attempt's tree first, or stop, with a reason and one sentence that explains
-it. The rules (documented in docs/RETRY_INTELLIGENCE.md):
-
-- **Better / worse.** Attempts compare by score first (share of tests passing); when the
-  scores are equal within `min_improvement`, a strictly smaller set of failing tests is
-  better and a strictly larger one worse. An empty failing set means "unknown" (the run
-  crashed, or the runner names no tests) and never breaks a tie.
-- **Best.** The best attempt so far; on a tie the latest, whose tree is the freshest.
-- **Passed** stops at once.
-- **Oscillation** (stop): the last three changes from one attempt to the next were all
-  real and alternated (better, worse, better or worse, better, worse); or the attempt
-  failed exactly as an earlier attempt did, but not as the one just before (A, B, A).
-- **Plateau** (stop): each of the last `plateau_window` attempts was no better than the
-  best attempt before it.
-- **Regression** (roll back): the attempt is worse than the best so far; `rollback_to`
-  names the best attempt, whose tree the loop restores before the next retry.
-- **Repeated signature** (flag only): the attempt failed with the same errorSignature
-  as the one before, so the next reflection must know the last one did not help.
-- An attempt that beats every earlier one is never stopped, whatever the history.
+it. The rules are `reflection.pattern.convergence`'s, the one implementation shared with
+the Reflection pattern (documented there and in docs/RETRY_INTELLIGENCE.md): better and
+worse by score then failing tests, the best attempt (ties: the latest), passed, plateau,
+oscillation, regression (roll back), repeated signature, environment, and diminishing
+returns when `improvement_threshold` is set. This module only translates: an attempt
+into a `Step`, a `ConvergenceReason` into a `StopReason`.
 
 Pure and deterministic: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from itertools import pairwise
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from reflection.pattern.convergence import Action, ConvergenceReason, ConvergenceSettings, ConvergenceTracker, Step
 
 if TYPE_CHECKING:
     from orchestrator.checks.verify import Verdict
-
-log = logging.getLogger("goldenloop.convergence")
 
 _ENVIRONMENT_EXITS = (126, 127)  # POSIX shells: command not executable / not found
 
@@ -52,6 +37,7 @@ class StopReason(StrEnum):
     REGRESSION = "regression"
     BUDGET = "budget"  # recorded by the loop when a cost or time budget stops it
     ENVIRONMENT = "environment"  # the checks could not run: no retry can fix that
+    DIMINISHING = "diminishing"  # a new best gained less than `improvement_threshold`
 
 
 @dataclass(frozen=True)
@@ -84,8 +70,9 @@ class AttemptScore:
             environment=not verdict.passed and cannot_run,
         )
 
-
-Action = Literal["continue", "rollback", "stop"]
+    def as_step(self) -> Step:
+        return Step(self.number, self.score, self.failing, self.signature, satisfied=self.passed,
+                    environment=self.environment)
 
 
 @dataclass(frozen=True)
@@ -109,13 +96,18 @@ class Decision:
         }
 
 
-def _describe(a: AttemptScore) -> str:
-    failing = f", {len(a.failing)} failing" if a.failing else ""
-    return f"attempt {a.number} (score {a.score:.2f}{failing})"
-
-
-def _span(attempts: Sequence[AttemptScore]) -> str:
-    return f"attempts {attempts[0].number} to {attempts[-1].number}"
+_REASONS: dict[ConvergenceReason, StopReason] = {
+    ConvergenceReason.QUALITY_MET: StopReason.PASSED,
+    ConvergenceReason.MAX_ITERATIONS: StopReason.MAX_RETRIES,
+    ConvergenceReason.PLATEAU: StopReason.PLATEAU,
+    ConvergenceReason.OSCILLATION: StopReason.OSCILLATION,
+    ConvergenceReason.REGRESSION: StopReason.REGRESSION,
+    ConvergenceReason.TOKEN_BUDGET: StopReason.BUDGET,
+    ConvergenceReason.ENVIRONMENT: StopReason.ENVIRONMENT,
+    ConvergenceReason.DIMINISHING_RETURNS: StopReason.DIMINISHING,
+    # Not produced here (the loop sets no stability threshold); an unchanged tree is a plateau.
+    ConvergenceReason.SEMANTIC_STABILITY: StopReason.PLATEAU,
+}
 
 
 class ProgressTracker:
@@ -129,157 +121,44 @@ class ProgressTracker:
         stop_on_plateau: bool = True,
         stop_on_oscillation: bool = True,
         rollback_regressions: bool = True,
+        improvement_threshold: float = 0.0,
     ) -> None:
-        if plateau_window < 1:
-            raise ValueError("plateau_window must be at least 1")
-        if min_improvement < 0:
-            raise ValueError("min_improvement must not be negative")
-        self.plateau_window = plateau_window
-        self.min_improvement = min_improvement
-        self.stop_on_plateau = stop_on_plateau
-        self.stop_on_oscillation = stop_on_oscillation
-        self.rollback_regressions = rollback_regressions
-        self._history: list[AttemptScore] = []
-        self._best: AttemptScore | None = None
-        self._stale: list[bool] = []  # per attempt: no better than the best before it
+        self.settings = ConvergenceSettings(
+            plateau_iterations=plateau_window,
+            min_improvement=min_improvement,
+            improvement_threshold=improvement_threshold,
+            detect_oscillation=stop_on_oscillation,
+            stop_on_plateau=stop_on_plateau,
+            rollback_regressions=rollback_regressions,
+        )
+        self._tracker = ConvergenceTracker(self.settings)
+        self._attempts: dict[int, AttemptScore] = {}  # number -> as recorded, for `history` and `best`
+
+    @property
+    def plateau_window(self) -> int:
+        return self.settings.plateau_iterations
+
+    @property
+    def min_improvement(self) -> float:
+        return self.settings.min_improvement
 
     @property
     def history(self) -> tuple[AttemptScore, ...]:
-        return tuple(self._history)
+        return tuple(self._attempts[s.number] for s in self._tracker.history)
 
     @property
     def best(self) -> AttemptScore | None:
         """The best attempt so far; of equals, the latest."""
-        return self._best
+        best = self._tracker.best
+        return self._attempts[best.number] if best else None
 
     def compare(self, new: AttemptScore, old: AttemptScore) -> int:
         """1 when `new` is better than `old`, -1 when worse, 0 when neither."""
-        delta = new.score - old.score
-        if delta > self.min_improvement:
-            return 1
-        if delta < -self.min_improvement:
-            return -1
-        if new.failing and old.failing and new.failing != old.failing:
-            if new.failing < old.failing:
-                return 1
-            if new.failing > old.failing:
-                return -1
-        return 0
+        return self._tracker.compare(new.as_step(), old.as_step())
 
     def record(self, attempt: AttemptScore) -> Decision:
         """Add a verified attempt and decide what the loop does next."""
-        if self._history and attempt.number <= self._history[-1].number:
-            raise ValueError(
-                f"attempt {attempt.number} recorded after attempt {self._history[-1].number}"
-            )
-        previous = self._history[-1] if self._history else None
-        best_before = self._best
-        trend = self.compare(attempt, best_before) if best_before else 1
-        self._history.append(attempt)
-        self._stale.append(trend <= 0)
-        if trend >= 0:
-            self._best = attempt
-        decision = self._decide(attempt, previous, best_before, trend)
-        log.debug("attempt %d: %s (%s)", attempt.number, decision.action, decision.explanation)
-        return decision
-
-    def _decide(
-        self,
-        attempt: AttemptScore,
-        previous: AttemptScore | None,
-        best_before: AttemptScore | None,
-        trend: int,
-    ) -> Decision:
-        if attempt.passed:
-            return Decision("stop", StopReason.PASSED, f"attempt {attempt.number} passed verification")
-        repeated = bool(attempt.signature) and attempt.signature == (previous and previous.signature)
-        rollback_to = best_before.number if best_before and trend < 0 else None
-        stop = self._stop_reason(attempt, trend)
-        if stop is not None:
-            reason, why = stop
-            return Decision("stop", reason, why, repeated, rollback_to)
-        why = self._progress(attempt, previous, best_before, trend)
-        if repeated and previous is not None:
-            why += f"; it failed exactly as attempt {previous.number} did, so that reflection did not help"
-        if rollback_to is not None and self.rollback_regressions:
-            why += f"; the next retry starts from attempt {rollback_to}'s changes"
-            return Decision("rollback", StopReason.REGRESSION, why, repeated, rollback_to)
-        return Decision("continue", None, why, repeated, rollback_to)
-
-    def _stop_reason(self, attempt: AttemptScore, trend: int) -> tuple[StopReason, str] | None:
-        """A reason to stop retrying, or None. A new best attempt is never stopped."""
-        if attempt.environment:
-            return StopReason.ENVIRONMENT, (
-                f"attempt {attempt.number}'s checks could not run (command missing or not "
-                "executable); fix the environment, retrying the code cannot help"
-            )
-        if trend > 0:
-            return None
-        if self.stop_on_oscillation:
-            why = self._alternating() or self._circling()
-            if why:
-                return StopReason.OSCILLATION, why
-        if self.stop_on_plateau and self._plateaued():
-            window = self._history[-self.plateau_window :]
-            which = _span(window) if len(window) > 1 else f"attempt {window[0].number}"
-            best = self._best
-            assert best is not None  # a stale attempt always has a best before it
-            return StopReason.PLATEAU, (
-                f"{which} did not improve on the best score so far ({best.score:.2f}); "
-                "more retries are unlikely to help"
-            )
-        return None
-
-    def _alternating(self) -> str | None:
-        """The last three changes between attempts were real and alternated in direction."""
-        if len(self._history) < 4:
-            return None
-        last = self._history[-4:]
-        signs = [self.compare(b, a) for a, b in pairwise(last)]
-        if 0 in signs or signs[0] == signs[1] or signs[1] == signs[2]:
-            return None
-        scores = " → ".join(f"{a.score:.2f}" for a in last)
-        return f"scores went up and down over {_span(last)} ({scores}); retries are not converging"
-
-    def _circling(self) -> str | None:
-        """The attempt failed as an earlier one did, but not as the one just before (A, B, A)."""
-        if len(self._history) < 3:
-            return None
-        *earlier, previous, latest = self._history
-        key = self._failure_key(latest)
-        if key is None or key == self._failure_key(previous):
-            return None
-        match = next((a for a in reversed(earlier) if self._failure_key(a) == key), None)
-        if match is None:
-            return None
-        return (
-            f"attempt {latest.number} failed exactly as attempt {match.number} did, after "
-            f"attempt {previous.number} failed differently; the retries are going in circles"
-        )
-
-    @staticmethod
-    def _failure_key(a: AttemptScore) -> str | frozenset[str] | None:
-        """What identifies a failure: its signature, else its failing tests, else nothing."""
-        if a.signature:
-            return a.signature
-        return a.failing or None
-
-    def _plateaued(self) -> bool:
-        window = self._stale[-self.plateau_window :]
-        return len(window) == self.plateau_window and all(window)
-
-    def _progress(
-        self,
-        attempt: AttemptScore,
-        previous: AttemptScore | None,
-        best_before: AttemptScore | None,
-        trend: int,
-    ) -> str:
-        """One clause on how this attempt compares, for a decision that does not stop."""
-        if best_before is None or previous is None:
-            return f"{_describe(attempt)} failed"
-        if trend > 0:
-            return f"{_describe(attempt)} improved on {_describe(best_before)}"
-        if trend < 0:
-            return f"{_describe(attempt)} regressed from {_describe(best_before)}"
-        return f"{_describe(attempt)} did not improve on {_describe(best_before)}"
+        d = self._tracker.record(attempt.as_step())
+        self._attempts[attempt.number] = attempt
+        reason = _REASONS[d.reason] if d.reason else None
+        return Decision(d.action, reason, d.explanation, d.repeated_signature, d.rollback_to)

@@ -322,7 +322,7 @@ def test_decisions_become_camel_case_run_log_fields() -> None:
 
 def test_the_stop_reasons_are_exactly_the_documented_ones() -> None:
     assert [c.value for c in StopReason] == [
-        "passed", "max_retries", "plateau", "oscillation", "regression", "budget", "environment",
+        "passed", "max_retries", "plateau", "oscillation", "regression", "budget", "environment", "diminishing",
     ]  # fmt: skip
 
 
@@ -343,3 +343,13 @@ def test_bad_thresholds_are_refused(kwargs: dict[str, float]) -> None:
 def test_scores_outside_zero_to_one_are_refused(score: float) -> None:
     with pytest.raises(ValueError, match=r"within 0\.\.1"):
         AttemptScore(1, score)
+
+
+def test_a_new_best_that_gains_too_little_stops_as_diminishing_returns() -> None:
+    tracker = ProgressTracker(improvement_threshold=0.05)
+    assert tracker.record(AttemptScore(1, 0.50)).action == "continue"
+    assert tracker.record(AttemptScore(2, 0.70)).action == "continue"  # a real gain
+    small = tracker.record(AttemptScore(3, 0.72))
+    assert (small.action, small.reason) == ("stop", StopReason.DIMINISHING)
+    assert tracker.best is not None and tracker.best.number == 3  # the small gain is still kept
+    assert ProgressTracker().record(AttemptScore(1, 0.5)).action == "continue"  # off by default

@@ -1,0 +1,72 @@
+"""The Reflection pattern: generate, reflect against quality criteria, revise (docs/PATTERN.md).
+
+Cheap to import: no model client library is loaded until a model is called.
+"""
+
+from __future__ import annotations
+
+from reflection.pattern.agent import Agent, AgentOutput, AgentStep, CallableAgent, ModelAgent, ToolResult, as_agent
+from reflection.pattern.convergence import (
+    ConvergenceReason,
+    ConvergenceSettings,
+    ConvergenceTracker,
+    Decision,
+    Step,
+)
+from reflection.pattern.criteria import (
+    DEFAULT_CRITERIA,
+    REVIEW_CRITERIA,
+    QualityCriterion,
+    criteria_for,
+    criteria_named,
+)
+from reflection.pattern.evaluation import CriterionScore, ReflectionEvaluation, evaluation_of, weighted_score
+from reflection.pattern.evaluators import Evaluated, evaluate
+from reflection.pattern.history import ReflectionHistory, ReflectionVersion, select_best
+from reflection.pattern.pattern import (
+    AgentError,
+    ReflectionCallbacks,
+    ReflectionDecision,
+    ReflectionPattern,
+    ReflectionResult,
+)
+from reflection.pattern.revision import choose_strategy, revision_prompt
+from reflection.pattern.triggers import TRIGGERS, TriggerSettings
+
+__all__ = [
+    "DEFAULT_CRITERIA",
+    "REVIEW_CRITERIA",
+    "TRIGGERS",
+    "Agent",
+    "AgentError",
+    "AgentOutput",
+    "AgentStep",
+    "CallableAgent",
+    "ConvergenceReason",
+    "ConvergenceSettings",
+    "ConvergenceTracker",
+    "CriterionScore",
+    "Decision",
+    "Evaluated",
+    "ModelAgent",
+    "QualityCriterion",
+    "ReflectionCallbacks",
+    "ReflectionDecision",
+    "ReflectionEvaluation",
+    "ReflectionHistory",
+    "ReflectionPattern",
+    "ReflectionResult",
+    "ReflectionVersion",
+    "Step",
+    "ToolResult",
+    "TriggerSettings",
+    "as_agent",
+    "choose_strategy",
+    "criteria_for",
+    "criteria_named",
+    "evaluate",
+    "evaluation_of",
+    "revision_prompt",
+    "select_best",
+    "weighted_score",
+]
