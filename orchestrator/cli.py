@@ -1,4 +1,4 @@
-"""Command line: `do-one-task`, `overnight` and `goldenloop memory`.
+"""Command line: `do-one-task`, `overnight`, `goldenloop memory` and `history`.
 
 Only argparse is imported at start-up, so `--help` is instant; the engine (and litellm,
 lazily, inside the model client) is imported when a command runs.
@@ -134,12 +134,36 @@ def memory_main(argv: list[str] | None = None) -> int:
     return run_memory(args)
 
 
+def history_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="goldenloop history",
+        description="A task's improvement journey: each attempt's score, review, what it was asked to "
+        "improve and what it cost, and the best version, from .openagents/history/.",
+        epilog="exit codes: 0 done, 1 no history for the task or no such attempt, 2 usage",
+    )
+    parser.add_argument("task", metavar="TASK", help="the task id, e.g. T-12")
+    parser.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")
+    parser.add_argument("--subtask", metavar="ID", help="only this subtask's attempts")
+    parser.add_argument("--patch", type=_number(int, 1), metavar="N",
+                        help="print attempt N's tree as a patch against its base (for git apply)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def history_main(argv: list[str] | None = None) -> int:
+    args = history_parser().parse_args(argv)
+    from orchestrator.commands.history import run_history
+
+    return run_history(args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`goldenloop do-one-task ...`, `goldenloop overnight ...`, `goldenloop memory ...`."""
+    """`goldenloop do-one-task ...`, `overnight ...`, `memory ...`, `history ...`."""
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"do-one-task": do_one_task_main, "overnight": overnight_main, "memory": memory_main}
+    commands = {"do-one-task": do_one_task_main, "overnight": overnight_main, "memory": memory_main,
+                "history": history_main}
     if not argv or argv[0] not in commands:
-        print("usage: goldenloop {do-one-task,overnight,memory} [options]  (see --help of each)")
+        print("usage: goldenloop {do-one-task,overnight,memory,history} [options]  (see --help of each)")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return commands[argv[0]](argv[1:])
 

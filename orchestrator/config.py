@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,9 @@ class ReflexionConfig(_ConfigModel):
     # covers a slow local server.
     generation_timeout_ms: int | None = Field(default=None, ge=1)
     retention_days: int = Field(default=90, ge=1)
+    # A template file (relative to the project) replacing the reflection question;
+    # placeholders in reflection/prompts.py (PLACEHOLDERS), {failure} required.
+    prompt_file: str | None = Field(default=None, min_length=1)
 
 
 EditFormatSetting = Literal["auto", "whole", "search-replace", "diff"]
@@ -145,6 +149,58 @@ class RetryConfig(_ConfigModel):
     # temperature, before it counts; it is never verified again.
     reask_repeats: bool = True
     test_globs: list[str] | None = None  # None: the usual test paths of Python, JS/TS, Go, Rust
+    # Convergence (reflection/pattern/convergence.py, shared with the Reflection pattern):
+    # attempts in a row no better than the best before them that stop the retries.
+    plateau_window: int = Field(default=2, ge=1)
+    # A new best attempt that gains less than this (share of tests) over the best before it
+    # stops as diminishing returns; 0: any gain is worth another retry.
+    improvement_threshold: float = Field(default=0.0, ge=0, le=1)
+    stop_on_diminishing_returns: bool = True
+
+
+class ReviewCriterionConfig(_ConfigModel):
+    """One weighted criterion of the review: judged by a model, or by a command's result."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key here would change a score silently
+
+    name: str = Field(min_length=1)
+    weight: float = Field(default=1.0, ge=0)
+    description: str | None = Field(default=None, min_length=1)
+    threshold: float = Field(default=0.0, ge=0, le=1)
+    # A command run in the repository: its exit code scores it (0 -> 1.0), or the first
+    # number `scorePattern` captures from its output (a percentage or 0..1).
+    command: str | None = Field(default=None, min_length=1)
+    score_pattern: str | None = Field(default=None, min_length=1)
+
+    @field_validator("score_pattern")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"scorePattern is not a regular expression: {exc}") from None
+        return pattern
+
+
+def _seed_criteria() -> list[ReviewCriterionConfig]:
+    return [ReviewCriterionConfig(name=n, weight=w) for n, w in
+            (("task_completion", 0.4), ("code_quality", 0.3), ("error_handling", 0.15), ("test_coverage", 0.15))]
+
+
+class ReviewConfig(_ConfigModel):
+    """The review gate: a passing attempt scored on weighted criteria before it is committed."""
+
+    enabled: bool = False
+    success_threshold: float = Field(default=0.8, ge=0, le=1)
+    criteria: list[ReviewCriterionConfig] = Field(default_factory=_seed_criteria, min_length=1)
+    model: str | None = Field(default=None, min_length=1)  # None: the reflection model
+    use_llm: bool = Field(default=True, alias="useLLM")  # False: the heuristic judges alone
+    # Revision attempts a review below the threshold may ask for (each counts as a retry).
+    revisions: int = Field(default=1, ge=0, le=3)
+    # A template file (relative to the project) replacing the judge's question;
+    # placeholders {task}, {criteria}, {output} (reflection/pattern/judge.py).
+    prompt_file: str | None = Field(default=None, min_length=1)
 
 
 class MemoryConfig(_ConfigModel):
@@ -214,6 +270,7 @@ class ProjectConfig(_ConfigModel):
     max_output_tokens: int | None = Field(default=None, ge=1)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
     parallel_execution: int = Field(default=1, ge=1)  # overnight workers
     # On escalation: put the subtask's base tree back, or leave the last attempt's edits.
     failure_cleanup: Literal["restore", "keep"] = "restore"
@@ -236,6 +293,11 @@ class ProjectConfig(_ConfigModel):
     def reflection_model(self) -> str:
         """The model that writes reflections: reflexion.model, else defaultModel."""
         return self.reflexion.model or self.default_model
+
+    @property
+    def review_model(self) -> str:
+        """The model that judges a passing attempt: review.model, else the reflection model."""
+        return self.review.model or self.reflection_model
 
     @property
     def task_reflection_on(self) -> bool:
@@ -308,6 +370,7 @@ def load_config(project_dir: Path, env: Mapping[str, str] = os.environ) -> Loade
         log.info("override: %s", line)
     if config.project_id is None:
         config = config.model_copy(update={"project_id": project_dir.resolve().name})
+    prompt_templates(config, project_dir)  # a missing or broken template is a config error now
     return LoadedConfig(
         config=config,
         warnings=notices + [key.warning() for key in unknown],
@@ -315,6 +378,44 @@ def load_config(project_dir: Path, env: Mapping[str, str] = os.environ) -> Loade
         overrides=overrides,
         unknown=unknown,
     )
+
+
+@dataclass(frozen=True)
+class PromptTemplates:
+    """The project's own prompt templates; None: the built-in wording."""
+
+    reflection: str | None = None
+    review: str | None = None
+
+
+def prompt_templates(config: ProjectConfig, project_dir: Path) -> PromptTemplates:
+    """Read and check `reflexion.promptFile` and `review.promptFile`; ConfigError if unusable."""
+    if config.reflexion.prompt_file is None and config.review.prompt_file is None:
+        return PromptTemplates()  # the usual case: no prompt module imported
+    from reflection.pattern.judge import template_problem as review_problem
+    from reflection.prompts import template_problem as reflection_problem
+
+    return PromptTemplates(
+        reflection=_template(project_dir, "reflexion.promptFile", config.reflexion.prompt_file, reflection_problem),
+        review=_template(project_dir, "review.promptFile", config.review.prompt_file, review_problem),
+    )
+
+
+def _template(project_dir: Path, key: str, name: str | None, problem_of: Callable[[str], str | None]) -> str | None:
+    if name is None:
+        return None
+    path = (project_dir / name).resolve()
+    if not path.is_relative_to(project_dir.resolve()):
+        raise ConfigError(f"{CONFIG_NAME}: {key} must name a file inside the project (got {_show(name)})")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not readable as UTF-8 text"
+        raise ConfigError(f"{CONFIG_NAME}: {key}: cannot read {name}: {why}") from None
+    problem = problem_of(text)
+    if problem:
+        raise ConfigError(f"{CONFIG_NAME}: {key}: the template in {name} {problem}")
+    return text
 
 
 # --- reading ---------------------------------------------------------------------------

@@ -69,6 +69,10 @@ class Layout:
         return self.root / "runs"
 
     @property
+    def history(self) -> Path:
+        return self.root / "history"  # every attempt's patch and evaluation, per task
+
+    @property
     def escalations(self) -> Path:
         return self.root / "escalations"
 

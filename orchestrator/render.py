@@ -120,6 +120,18 @@ class HumanLines:
     def _progress(self, e: Event) -> str:
         return f"    progress: {e.get('explanation')}"
 
+    def _reviewed(self, e: Event) -> str:
+        mark = "REVIEW OK" if e.get("satisfactory") else "REVIEW LOW"
+        scores = ", ".join(f"{c['name']} {c['score']:.2f}" for c in e.get("criteria") or [])
+        return f"    {mark}  {e.get('score', 0):.2f} of {e.get('threshold', 0):.2f} needed ({e.get('source')}): {scores}"
+
+    def _revision_asked(self, e: Event) -> str:
+        items = e.get("improvements") or []
+        return "    revision asked: " + ("; ".join(items[:3]) if items else "raise the review's weakest criteria")
+
+    def _review_kept_best(self, e: Event) -> str:
+        return f"    kept attempt {e.get('kept')} (review {e.get('score', 0):.2f}): {e.get('reason')}"
+
     def _rolled_back(self, e: Event) -> str:
         return f"    rolled back to attempt {e.get('toAttempt')}'s tree (the best so far)"
 

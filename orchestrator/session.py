@@ -10,6 +10,7 @@ in a `UserError` carrying one sentence and an exit code.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ import orjson
 
 from orchestrator.budget import BudgetExceeded, SpendLimit, combine
 from orchestrator.checks.convergence import StopReason
-from orchestrator.config import ConfigError, ProjectConfig, load_config
+from orchestrator.config import ConfigError, ProjectConfig, PromptTemplates, load_config, prompt_templates
 from orchestrator.executors.base import Executor
 from orchestrator.journal import Journal
 from orchestrator.layout import Layout
@@ -49,6 +50,7 @@ from reflection.task_reflector import TaskReflector
 from reflection.task_store import JsonTaskReflectionStore
 
 if TYPE_CHECKING:
+    from orchestrator.checks.review import ReviewGate
     from orchestrator.executors.format_choice import FormatChooser
 
 EXIT_DONE, EXIT_BLOCKED, EXIT_USAGE, EXIT_NO_TASK, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -224,6 +226,8 @@ class ProjectSession:
             names.append(self.resolve_model(c.default_model))
         if c.reflexion.enabled and c.reflexion.use_llm:
             names.append(self.resolve_model(c.reflection_model))
+        if c.review.enabled and c.review.use_llm:
+            names.append(self.resolve_model(c.review_model))
         return list(dict.fromkeys(names))
 
     def may_call_model(self, task: Task) -> bool:
@@ -231,7 +235,8 @@ class ProjectSession:
         call (a task long enough to be decomposed) or a model's reflections."""
         c = self.config
         plans = c.decompose_min_chars > 0 and not is_small(task, c.decompose_min_chars)
-        return c.executor.kind == "builtin" or plans or (c.reflexion.enabled and c.reflexion.use_llm)
+        reviews = c.review.enabled and c.review.use_llm
+        return c.executor.kind == "builtin" or plans or (c.reflexion.enabled and c.reflexion.use_llm) or reviews
 
     def _check_api_keys(self) -> None:
         for name in self.models_in_use():
@@ -413,6 +418,7 @@ class ProjectSession:
                 use_llm=c.reflexion.use_llm,
                 timeout_s=c.reflection_timeout_s,
                 max_per_retry=c.reflexion.max_reflections_per_retry,
+                template=self.templates.reflection,
             )
         parts = LoopParts(
             project_dir=self.project_dir,
@@ -428,8 +434,23 @@ class ProjectSession:
             budget_check=combine(*(limit.before_attempt for limit in ledgers)),
             task_reflector=self._task_reflector(metered) if c.task_reflection_on else None,
             memory=self._project_memory() if c.reflexion.enabled else None,
+            review=self._review_gate(metered, repo or self.repo) if c.review.enabled else None,
         )
         return GoldenLoop(parts)
+
+    @functools.cached_property
+    def templates(self) -> PromptTemplates:
+        """The project's own prompt templates, checked when the config was loaded."""
+        return prompt_templates(self.config, self.project_dir)
+
+    def _review_gate(self, metered: Callable[[str, str], ChatModel], repo: Repo) -> ReviewGate:
+        """The review of passing attempts (review.enabled): the review model, the project's criteria."""
+        from orchestrator.checks.review import ReviewGate  # only a project that reviews
+
+        c = self.config
+        model = metered(c.review_model, "review") if c.review.use_llm else None
+        return ReviewGate(c.review, repo.root, model=model, template=self.templates.review,
+                          timeout_s=c.timeouts.model_seconds, command_timeout_s=c.timeouts.verify_seconds)
 
     def _project_memory(self) -> ProjectMemory:
         """Lessons across tasks and outcome reflections: one per session, its index shared."""
@@ -593,6 +614,7 @@ runs/
 progress.md
 worktrees/
 journal/
+history/
 """
 
 # The reflections are a cache of lessons, append-only and unbounded: committing them with
@@ -618,7 +640,7 @@ def ensure_runtime_ignored(project_dir: Path) -> None:
     text = path.read_text()
     # Projects from before memory left git, or before the journal (which holds copies of
     # the user's uncommitted files: never to be committed) existed.
-    wanted = (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"),
+    wanted = (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"), ("history/", "history/\n"),
               ("memory/task-reflections.json", TASK_NOTES_IGNORE), ("memory/lessons.sqlite", LESSONS_IGNORE))
     missing = "".join(entry for key, entry in wanted if key not in text)
     if missing:

@@ -160,6 +160,7 @@ async def generate_reflection(
     *,
     timeout_s: float = 30.0,
     previous: Sequence[Reflection] = (),
+    template: str | None = None,
 ) -> Reflection:
     """A reflection on `ctx`: from the model when it answers well, else the heuristic.
 
@@ -173,7 +174,7 @@ async def generate_reflection(
         return _reflection(ctx, classify(ctx), source="heuristic")
     reply: ChatReply | None = None
     messages = [
-        {**m, "content": redact(m["content"])} for m in reflection_messages(ctx, previous)
+        {**m, "content": redact(m["content"])} for m in reflection_messages(ctx, previous, template)
     ]
     try:
         # litellm's first import takes seconds on a loaded machine: it is not the model's

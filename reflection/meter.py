@@ -44,6 +44,15 @@ class Meter:
         if self.cost_usd is not None:
             self.cost_usd = None if other.cost_usd is None else self.cost_usd + other.cost_usd
 
+    def copy(self) -> Meter:
+        return Meter(self.calls, self.input_tokens, self.output_tokens, self.cost_usd, self.errors)
+
+    def since(self, before: Meter) -> Meter:
+        """What was counted after `before` was copied (an unknown price stays unknown)."""
+        cost = None if self.cost_usd is None or before.cost_usd is None else self.cost_usd - before.cost_usd
+        return Meter(self.calls - before.calls, self.input_tokens - before.input_tokens,
+                     self.output_tokens - before.output_tokens, cost, self.errors - before.errors)
+
     def cost_text(self) -> str:
         if self.calls == 0:
             return "$0"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reflection.schema import FailureCategory, FailureContext, Reflection
-from reflection.text import cut_block
+from reflection.text import cut_block, template_fields
 
 DIFF_CHARS = 6_000  # enough of the attempt's diff to see what it did, not the whole tree
 
@@ -30,10 +30,44 @@ analysis and suggestion at most 500 characters each; at most 5 actionItems of at
 characters; confidence between 0 and 1."""
 
 
+# A project's own reflection question (reflexion.promptFile) may use these; the JSON
+# shape of the reply is always appended, because the answer is read as that JSON.
+PLACEHOLDERS = ("subtask", "details", "attempt", "failure_type", "files", "failure", "diff", "earlier")
+
+
+def template_problem(template: str) -> str | None:
+    """What makes a reflection prompt template unusable, as a phrase; None if nothing."""
+    try:
+        names = template_fields(template)
+    except ValueError as exc:
+        return str(exc)
+    unknown = sorted(names - set(PLACEHOLDERS))
+    if unknown:
+        known = ", ".join(f"{{{name}}}" for name in PLACEHOLDERS)
+        return f"has an unknown placeholder {{{unknown[0]}}}; the placeholders are {known}"
+    if "failure" not in names:
+        return "must contain {failure}, the failure digest to reflect on"
+    return None
+
+
+def _from_template(template: str, ctx: FailureContext, previous: Sequence[Reflection]) -> str:
+    earlier = "\n".join(f"- {r.analysis} Tried: {r.suggestion}" for r in previous) or "(none)"
+    question = template.format(
+        subtask=ctx.subtask_title, details=ctx.subtask_description or "(none)", attempt=ctx.attempt_number,
+        failure_type=ctx.failure_type.value if ctx.failure_type else "(unknown)",
+        files=", ".join(ctx.files_modified) or "(none)", failure=ctx.digest,
+        diff=cut_block(ctx.diff, DIFF_CHARS) or "(no diff)", earlier=earlier,
+    )
+    return f"{question}\n\n{_REPLY_SHAPE}"
+
+
 def reflection_messages(
-    ctx: FailureContext, previous: Sequence[Reflection] = ()
+    ctx: FailureContext, previous: Sequence[Reflection] = (), template: str | None = None
 ) -> list[dict[str, str]]:
-    """Chat messages asking a model to reflect on the failure in `ctx`."""
+    """Chat messages asking a model to reflect on the failure in `ctx`; `template`: the
+    project's own question (see PLACEHOLDERS)."""
+    if template is not None:
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _from_template(template, ctx, previous)}]
     parts = [
         f"Subtask: {ctx.subtask_title}",
         ctx.subtask_description and f"Details: {ctx.subtask_description}",

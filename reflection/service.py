@@ -26,11 +26,13 @@ class ReflectionService:
         use_llm: bool = True,
         timeout_s: float = 30.0,
         max_per_retry: int = 3,
+        template: str | None = None,  # the project's own reflection question
     ) -> None:
         self.store = store
         self.model = model if use_llm else None
         self.timeout_s = timeout_s
         self.max_per_retry = max_per_retry
+        self.template = template
 
     @property
     def location(self) -> str | None:
@@ -49,7 +51,7 @@ class ReflectionService:
         if previous is None:
             previous = self.recent(ctx.subtask_id)
         return await generate_reflection(
-            ctx, self.model, timeout_s=self.timeout_s, previous=previous
+            ctx, self.model, timeout_s=self.timeout_s, previous=previous, template=self.template
         )
 
     def save(self, reflection: Reflection) -> Reflection:

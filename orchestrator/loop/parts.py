@@ -19,6 +19,7 @@ from reflection.service import ReflectionService
 from reflection.task_reflector import TaskReflector
 
 if TYPE_CHECKING:
+    from orchestrator.checks.review import ReviewGate
     from orchestrator.loop.project_memory import ProjectMemory
 
 
@@ -40,6 +41,8 @@ class LoopParts:
     task_reflector: TaskReflector | None = None
     # Lessons across tasks and the outcome reflections (loop/remember.py); None: reflexion off.
     memory: ProjectMemory | None = None
+    # Scores a passing attempt before it is committed (review.enabled); None: off.
+    review: ReviewGate | None = None
 
     @property
     def layout(self) -> Layout:

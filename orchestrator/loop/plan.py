@@ -28,7 +28,9 @@ SubtaskStatus = Literal["pending", "in_progress", "done", "failed"]
 # How an attempt ended: as the judge saw its verdict, or before any verdict (its reply
 # could not be applied, it repeated a failed attempt's code, the model refused the
 # prompt, it changed the user's uncommitted files).
-AttemptOutcome = Literal[JudgedOutcome, Literal["edit_failed", "repeat", "model_refused", "user_files"]]
+# "reviewed": it passed the checks, but the review asked for a revision or preferred
+# another passing attempt; it is no failure.
+AttemptOutcome = Literal[JudgedOutcome, Literal["edit_failed", "repeat", "model_refused", "user_files", "reviewed"]]
 
 
 class AttemptRecord(CamelModel):

@@ -28,6 +28,7 @@ class LastAttempt:
     applied: bool = True  # False: the reply could not be applied, so nothing ran
     agent_failed: bool = False  # an external agent's run failed (rather than a reply unapplied)
     repeat_of: int | None = None  # the earlier attempt whose code this one gave back
+    reviewed: bool = False  # it passed the checks; `failure` says what its review asks to improve
 
 
 def attempt_prompt(
@@ -106,6 +107,14 @@ def _last_attempt_block(last: LastAttempt) -> str:
     diff = last.diff or "(the attempt changed no files)"
     if len(diff) > DIFF_LIMIT:
         diff = diff[:DIFF_LIMIT] + f"\n[... {len(diff) - DIFF_LIMIT} characters omitted ...]"
+    if last.reviewed:
+        return (
+            f"## Attempt {last.number} passed the checks; its review asks for more\n"
+            "The working tree holds that attempt's changes and they pass. Keep them passing and "
+            "make the improvements below; change nothing else. If this revision is worse, "
+            f"attempt {last.number} is kept.\n\n"
+            f"### Its diff\n```diff\n{diff}\n```\n\n### The review\n{last.failure}"
+        )
     return (
         f"## Attempt {last.number} failed\n"
         "The working tree still holds that attempt's changes; fix them rather than "

@@ -25,10 +25,12 @@ from orchestrator.budget import BudgetExceeded
 from orchestrator.checks.convergence import AttemptScore, Decision, ProgressTracker, StopReason
 from orchestrator.checks.judge import Judge, Judgement
 from orchestrator.checks.preflight import Baseline
+from orchestrator.checks.review import Review, review_block
 from orchestrator.checks.verify import Verdict, verify
 from orchestrator.executors import ExecutionRequest, ExecutionResult
 from orchestrator.journal import Heartbeat, Journal
 from orchestrator.layout import Layout
+from orchestrator.loop.attempt_history import attempt_version, write_attempt
 from orchestrator.loop.escalation import AttemptSnapshot, write_packet
 from orchestrator.loop.outcome import SubtaskResult
 from orchestrator.loop.parts import LoopParts
@@ -40,6 +42,9 @@ from orchestrator.processes import escaped, escaped_pids, session_started
 from orchestrator.tasks import Task
 from reflection.fileio import atomic_write
 from reflection.llm import ModelError
+from reflection.meter import Meter
+from reflection.pattern.evaluation import ReflectionEvaluation
+from reflection.pattern.history import ReflectionVersion, select_best
 from reflection.redact import redact
 from reflection.schema import FailureContext, Reflection
 from reflection.text import cut_block
@@ -67,9 +72,11 @@ class SubtaskRun:
         self.max_attempts = c.reflexion.max_retries + 1
         self.judge = Judge(parts.repo.root, c.checks, c.retry, baseline=baseline,
                            task_text=task_text(task), about_tests=subtask.about_tests)
-        self.tracker = ProgressTracker(stop_on_plateau=c.retry.stop_on_plateau,
-                                       stop_on_oscillation=c.retry.stop_on_oscillation,
-                                       rollback_regressions=c.retry.rollback_regressions)
+        r = c.retry
+        self.tracker = ProgressTracker(plateau_window=r.plateau_window, stop_on_plateau=r.stop_on_plateau,
+                                       stop_on_oscillation=r.stop_on_oscillation,
+                                       rollback_regressions=r.rollback_regressions,
+                                       improvement_threshold=r.improvement_threshold if r.stop_on_diminishing_returns else 0.0)
         self.attempt = 0  # this run's attempts: "attempt k/N"
         self.reflections = 0  # reflections written
         self.base = ""  # the commit the subtask started from
@@ -88,6 +95,12 @@ class SubtaskRun:
         self.decision: Decision | None = None  # the tracker's last word
         self.previous_signature: str | None = None
         self.current_patch: str | None = None  # the tree of the attempt in flight, once made
+        self.passing: list[ReflectionVersion] = []  # reviewed attempts that passed the checks
+        self.revisions = 0  # revision attempts a review asked for
+        self.review: Review | None = None  # of the attempt in flight, once reviewed
+        self.applying: list[str] = []  # what the attempt in flight was asked to improve
+        self.next_applying: list[str] = []  # what the next attempt will be asked to improve
+        self.spent = Meter()  # the task's meter when the attempt in flight started
 
     async def run(self) -> SubtaskResult:
         await self.begin()
@@ -106,6 +119,8 @@ class SubtaskRun:
             result = await self.next_attempt()
             if result is not None:
                 return result
+            if self.passing and self.passing[-1].iteration < self.attempt:  # a revision that did not pass
+                return await self.keep_passing("the revision did not pass its checks")
         why = StopReason.MAX_RETRIES
         if self.decision is not None and self.decision.action == "rollback":
             why = StopReason.REGRESSION  # the last retry made things worse
@@ -143,6 +158,8 @@ class SubtaskRun:
         if stop:
             return await self.put_back("budget", stop)
         self.attempt += 1
+        self.review, self.spent = None, p.meter.copy()
+        self.applying, self.next_applying = self.next_applying, []
         self.journal.remember_tree(p.repo.root, self.changed)  # the tree this attempt starts from
         prompt = self.prompt(self.last)
         self.event("attempt_started", attempt=self.attempt, of=self.max_attempts, promptChars=len(prompt))
@@ -191,11 +208,70 @@ class SubtaskRun:
         if judged.outcome not in ("passed", "failed"):
             self.event("judged", attempt=self.attempt, outcome=judged.outcome, summary=judged.summary)
         if judged.passed:
-            sha = await self.commit()
-            self.subtask.status, self.subtask.commit, self.subtask.convergence = "done", sha, StopReason.PASSED
+            self.current_patch = self.current_patch if self.current_patch is not None else await self.snapshot()
+            if self.p.review is not None and self.changed:
+                return await self.reviewed(verdict, judged, executed, started)
+            result = await self.accept(judged.summary)
             self.record(judged.outcome, judged.summary, started, verdict, executed=executed)
-            return SubtaskResult("passed", judged.summary, commit=sha, stop_reason=StopReason.PASSED)
+            return result
+        if self.passing:  # a revision that broke the checks: the passing version stands
+            self.record(judged.outcome, judged.summary, started, verdict, executed=executed)
+            return await self.keep_passing(f"the revision failed its checks ({judged.summary})")
         return await self.failed(verdict, judged, executed, started, diff or await self.diff())
+
+    async def accept(self, summary: str) -> SubtaskResult:
+        sha = await self.commit()
+        self.subtask.status, self.subtask.commit, self.subtask.convergence = "done", sha, StopReason.PASSED
+        self.save()
+        return SubtaskResult("passed", summary, commit=sha, stop_reason=StopReason.PASSED)
+
+    # -- the review gate ----------------------------------------------------------------
+
+    async def reviewed(self, verdict: Verdict, judged: Judgement, executed: ExecutionResult,
+                       started: float) -> SubtaskResult | None:
+        """Score a passing attempt; commit the best passing version, or ask for one revision."""
+        gate, settings = self.p.review, self.p.config.review
+        assert gate is not None
+        diff = await self.diff()
+        review = self.review = await gate.review(task=task_text(self.task), diff=diff, waived=judged.outcome != "passed",
+                                                 tests_touched=self.judge.touches_tests(self.changed))
+        self.event("reviewed", attempt=self.attempt, threshold=settings.success_threshold, **review.as_event())
+        best = select_best([*self.passing, self._version(review.evaluation)], "highest_score")
+        revise = (not review.evaluation.satisfactory and self.revisions < settings.revisions
+                  and self.attempt < self.max_attempts and best.iteration == self.attempt)
+        kept = best.iteration == self.attempt and not revise
+        summary = f"{judged.summary}; review {review.score:.2f}"
+        self.patches[self.attempt] = self.current_patch or ""
+        self.passing.append(self._version(review.evaluation))
+        if kept:
+            result = await self.accept(summary)
+            self.record(judged.outcome, summary, started, verdict, executed=executed)
+            return result
+        self.record("reviewed", summary, started, verdict, executed=executed)
+        if revise:
+            self.revisions += 1
+            self.start, self.next_applying = self.attempt, list(review.improvements)
+            self.last = LastAttempt(self.attempt, diff, "\n".join(review_block(review, settings.success_threshold)),
+                                    reviewed=True)
+            self.event("revision_asked", attempt=self.attempt, score=round(review.score, 4),
+                       improvements=review.improvements)
+            return None
+        return await self.keep_passing(f"its review scored {review.score:.2f}, below attempt "
+                                       f"{best.iteration}'s {best.evaluation.overall_score:.2f}")
+
+    async def keep_passing(self, why: str) -> SubtaskResult:
+        """Commit the best passing version after a revision that was worse."""
+        best = select_best(self.passing, "highest_score")
+        await self.restore()
+        await self.git(self.p.repo.apply_snapshot, self.patches[best.iteration])
+        self.changed = await self.changed_files()
+        self.event("review_kept_best", attempt=self.attempt, kept=best.iteration, reason=why,
+                   score=round(best.evaluation.overall_score, 4))
+        return await self.accept(f"attempt {best.iteration} kept: {why}")
+
+    def _version(self, evaluation: ReflectionEvaluation) -> ReflectionVersion:
+        return ReflectionVersion(iteration=self.attempt, output="", evaluation=evaluation,
+                                 improvements_applied=list(self.applying))
 
     async def failed(self, verdict: Verdict, judged: Judgement, executed: ExecutionResult, started: float,
                      diff: str) -> SubtaskResult | None:
@@ -390,6 +466,7 @@ class SubtaskRun:
             self.event("reflection_failed", error=str(exc))
             return None
         self.reflections += 1
+        self.next_applying = [reflection.suggestion, *reflection.action_items]
         self.event("reflection", attempt=number, id=reflection.id, category=reflection.category,
                    analysis=reflection.analysis, suggestion=reflection.suggestion, source=reflection.source,
                    path=service.location)
@@ -417,6 +494,8 @@ class SubtaskRun:
     # -- ending -------------------------------------------------------------------------
 
     async def escalate(self, why: StopReason) -> SubtaskResult:
+        if self.passing:  # only a revision can end this way after a pass: keep the pass
+            return await self.keep_passing(f"the revision stopped ({why.value})")
         p, s = self.p, self.subtask
         reflections = self.recalled(10)
         packet = write_packet(p.project_dir, self.task, s, snapshots=self.snapshots, reflections=reflections,
@@ -433,6 +512,8 @@ class SubtaskRun:
 
     async def put_back(self, end: Literal["budget", "model_unavailable"], reason: str) -> SubtaskResult:
         """Stop without blaming the task: restore the tree, leave the subtask pending."""
+        if self.passing:  # a revision cut short: the passing version is the subtask's work
+            return await self.keep_passing(reason)
         await self.restore()
         why = StopReason.BUDGET if end == "budget" else None
         self.subtask.status, self.subtask.convergence = "pending", why
@@ -501,15 +582,27 @@ class SubtaskRun:
             format_asked=executed.format_asked if executed else None,
             format_received=executed.format_received if executed else None,
         ))
-        if outcome != "passed":
+        if outcome not in ("passed", "reviewed"):
             s.failure_count += 1
             s.last_failure_reason = summary
         self.save()
+        self.keep_history(s.attempts[-1], verdict)
         if self.attempt == 1:  # the attempt the lessons were shown to: did they help?
             record_use(self.p, self.lesson_ids, self.task, s.attempts[-1].number, outcome == "passed")
 
     def save(self) -> None:
         self.plan.save(self.p.layout.plan(self.plan.task_id))
+
+    def keep_history(self, record: AttemptRecord, verdict: Verdict | None) -> None:
+        """The attempt as a version of the Reflection pattern, with its patch, on disk."""
+        review = self.review if record.outcome in ("passed", "reviewed", "flaky", "preexisting") else None
+        version = attempt_version(record, verdict, review, spent=self.p.meter.since(self.spent),
+                                  asked=self.applying, subtask=self.subtask)
+        patch = self.patches.get(self.attempt, self.current_patch or "")
+        try:
+            write_attempt(self.p.project_dir, self.task.id, self.subtask.id, version, patch)
+        except OSError as exc:  # the journey is for humans: a full disk must not stop the loop
+            self.event("history_failed", attempt=self.attempt, error=str(exc))
 
     def log_verdict(self, verdict: Verdict) -> None:
         self.event("verdict", attempt=self.attempt, passed=verdict.passed, failureType=verdict.failure_type,

@@ -1,0 +1,115 @@
+"""Every attempt's history on disk: its patch, verdict, evaluation, tokens and cost.
+
+`.openagents/history/<taskId>/<subtaskId>.attempt-<n>.json` is a `ReflectionVersion` of
+the Reflection pattern (the loop's attempts are that pattern's versions), and the
+`.patch` beside it is the attempt's tree against the subtask's base, so any version,
+the best one above all, can be put back with `git apply` long after its run ended.
+`goldenloop history TASK` prints the journey. Files are written atomically; a damaged
+one is skipped when read, never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from orchestrator.layout import Layout, safe_name
+from orchestrator.loop.plan import AttemptRecord, Subtask
+from reflection.fileio import atomic_write
+from reflection.meter import Meter
+from reflection.pattern.evaluation import ReflectionEvaluation
+from reflection.pattern.history import ReflectionVersion
+from reflection.schema import Usage
+
+if TYPE_CHECKING:
+    from orchestrator.checks.review import Review
+    from orchestrator.checks.verify import Verdict
+
+PASSING = ("passed", "flaky", "preexisting")
+
+log = logging.getLogger("goldenloop.history")
+
+
+@dataclass(frozen=True)
+class StoredAttempt:
+    """One attempt as the history holds it: its version and where its patch lies."""
+
+    subtask_id: str
+    version: ReflectionVersion
+    patch_path: Path
+
+    @property
+    def number(self) -> int:
+        return self.version.iteration
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return self.version.extra
+
+    def patch(self) -> str:
+        try:
+            return self.patch_path.read_text(encoding="utf-8", errors="surrogateescape")
+        except FileNotFoundError:
+            return ""
+
+
+def attempt_version(record: AttemptRecord, verdict: Verdict | None, review: Review | None, *, spent: Meter,
+                    asked: list[str], subtask: Subtask) -> ReflectionVersion:
+    """An attempt as a version: the review's evaluation, else one from its checks (the
+    share of tests passing; 0 for an attempt rejected or never verified)."""
+    if review is not None:
+        evaluation = review.evaluation
+    else:
+        score = verdict.score if verdict is not None and record.outcome not in ("integrity", "no_change") else 0.0
+        evaluation = ReflectionEvaluation(overall_score=score, criteria_scores={"checks": score},
+                                          satisfactory=record.outcome in PASSING,
+                                          issues=[] if record.outcome in PASSING else [record.summary])
+    extra = {"subtaskId": subtask.id, "outcome": record.outcome, "summary": record.summary,
+             "testsPassed": record.tests_passed, "testsFailed": record.tests_failed,
+             "failureType": record.failure_type, "reflectionId": record.reflection_id,
+             "durationS": record.duration_s, "commit": subtask.commit if record.outcome in PASSING else None,
+             "modelCalls": spent.calls, "reviewSource": review.source if review else None}
+    usage = Usage(input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
+                  cost_usd=spent.cost_usd if spent.calls else 0.0)
+    return ReflectionVersion(iteration=record.number, output="", evaluation=evaluation, improvements_applied=list(asked),
+                             timestamp=record.started_at, token_usage=usage, extra=extra)
+
+
+def history_dir(project_dir: Path, task_id: str) -> Path:
+    return Layout(project_dir).history / safe_name(task_id)
+
+
+def write_attempt(project_dir: Path, task_id: str, subtask_id: str, version: ReflectionVersion, patch: str) -> Path:
+    """Keep one attempt: the patch first, so a version on disk always has its tree."""
+    folder = history_dir(project_dir, task_id)
+    stem = f"{safe_name(subtask_id)}.attempt-{version.iteration}"
+    atomic_write(folder / f"{stem}.patch", patch.encode("utf-8", "surrogateescape"))
+    record = {**version.as_dict(), "subtaskId": subtask_id, "patch": f"{stem}.patch"}
+    path = folder / f"{stem}.json"
+    atomic_write(path, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
+    return path
+
+
+def read_attempts(project_dir: Path, task_id: str) -> list[StoredAttempt]:
+    """The task's attempts on disk, by subtask then number; damaged files skipped."""
+    folder = history_dir(project_dir, task_id)
+    found: list[StoredAttempt] = []
+    for path in folder.glob("*.attempt-*.json") if folder.is_dir() else ():
+        try:
+            data = orjson.loads(path.read_bytes())
+            version = ReflectionVersion.from_dict(data)
+        except (OSError, orjson.JSONDecodeError, ValueError, TypeError, KeyError) as exc:
+            log.warning("skipping unreadable attempt history %s: %s", path, exc)
+            continue
+        subtask = str(data.get("subtaskId") or path.name.partition(".attempt-")[0])
+        found.append(StoredAttempt(subtask, version, folder / str(data.get("patch") or path.with_suffix(".patch").name)))
+    return sorted(found, key=lambda a: (_natural(a.subtask_id), a.number))
+
+
+def _natural(subtask_id: str) -> tuple[Any, ...]:
+    """T-1.10 after T-1.9."""
+    return tuple(int(p) if p.isdigit() else p for p in subtask_id.replace("-", ".").split("."))
