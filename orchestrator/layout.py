@@ -20,6 +20,17 @@ def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+def find_project(start: Path) -> Path:
+    """The folder holding `.openagents/`, `start` or above it; ValueError (a sentence) if none."""
+    if not start.is_dir():
+        raise ValueError(f"{start} is not a folder")
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / FOLDER).is_dir():
+            return folder
+    raise ValueError(f"no {FOLDER}/ folder in {start} or above it: run this inside a goldenloop project")
+
+
 @dataclass(frozen=True)
 class Layout:
     project_dir: Path

@@ -24,6 +24,7 @@ from reflection.schema import (
     ReflectionDraft,
     Usage,
 )
+from reflection.text import reason_of
 
 log = logging.getLogger("goldenloop.generate")
 
@@ -187,7 +188,7 @@ async def generate_reflection(
             raise ValueError("the reply holds no JSON object")
         draft = draft_from_reply(obj)
     except Exception as exc:  # noqa: BLE001 - any model trouble means: use the heuristic
-        log.warning("reflection by %s failed (%s); using the heuristic", model.name, _why(exc))
+        log.warning("reflection by %s failed (%s); using the heuristic", model.name, reason_of(exc))
         return _reflection(ctx, classify(ctx), source="heuristic", reply=reply)
     if _said_before(draft, previous):
         # A small model asked again tends to write the same reflection word for word; a
@@ -204,9 +205,6 @@ def _said_before(draft: ReflectionDraft, previous: Sequence[Reflection]) -> bool
     said = {(words(r.analysis), words(r.suggestion)) for r in previous}
     return (words(draft.analysis), words(draft.suggestion)) in said
 
-
-def _why(exc: BaseException) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
 
 
 def _reflection(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reflection.schema import FailureCategory, FailureContext, Reflection
-from reflection.text import cut_block, template_fields
+from reflection.text import cut_block
+from reflection.text import template_problem as placeholder_problem
 
 DIFF_CHARS = 6_000  # enough of the attempt's diff to see what it did, not the whole tree
 
@@ -37,17 +38,8 @@ PLACEHOLDERS = ("subtask", "details", "attempt", "failure_type", "files", "failu
 
 def template_problem(template: str) -> str | None:
     """What makes a reflection prompt template unusable, as a phrase; None if nothing."""
-    try:
-        names = template_fields(template)
-    except ValueError as exc:
-        return str(exc)
-    unknown = sorted(names - set(PLACEHOLDERS))
-    if unknown:
-        known = ", ".join(f"{{{name}}}" for name in PLACEHOLDERS)
-        return f"has an unknown placeholder {{{unknown[0]}}}; the placeholders are {known}"
-    if "failure" not in names:
-        return "must contain {failure}, the failure digest to reflect on"
-    return None
+    return placeholder_problem(template, PLACEHOLDERS, required="failure",
+                               required_is="the failure digest to reflect on")
 
 
 def _from_template(template: str, ctx: FailureContext, previous: Sequence[Reflection]) -> str:

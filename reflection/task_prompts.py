@@ -8,7 +8,8 @@ the reply is always appended after it, because the answer is read as that JSON.
 from __future__ import annotations
 
 from reflection.task_reflection import MAX_NOTES, TaskReflection, TaskReflectionInput
-from reflection.text import cut_block, template_fields
+from reflection.text import cut_block
+from reflection.text import template_problem as placeholder_problem
 
 OUTPUT_CHARS = 8_000  # of the accepted work shown: enough to judge it, not the whole tree
 PLACEHOLDERS = ("description", "expected_output", "output", "prior")
@@ -55,16 +56,8 @@ NOTES_HEADING = "## Task Improvement Notes (from prior executions)"
 
 
 def template_problem(template: str) -> str | None:
-    """What makes a reflection prompt template unusable, as a phrase; None if nothing."""
-    try:
-        names = template_fields(template)
-    except ValueError as exc:
-        return str(exc)
-    unknown = sorted(names - set(PLACEHOLDERS))
-    if unknown:
-        known = ", ".join(f"{{{name}}}" for name in PLACEHOLDERS)
-        return f"has an unknown placeholder {{{unknown[0]}}}; the placeholders are {known}"
-    return None
+    """What makes a task reflection prompt template unusable, as a phrase; None if nothing."""
+    return placeholder_problem(template, PLACEHOLDERS)
 
 
 def task_reflection_messages(given: TaskReflectionInput, template: str | None = None) -> list[dict[str, str]]:

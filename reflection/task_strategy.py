@@ -18,6 +18,7 @@ from reflection.llm import ChatModel, model_ready
 from reflection.redact import redact
 from reflection.task_prompts import task_reflection_messages
 from reflection.task_reflection import TaskReflection, TaskReflectionInput
+from reflection.text import reason_of, reply_items, reply_text
 
 log = logging.getLogger("goldenloop.task_reflection")
 
@@ -51,34 +52,21 @@ class LlmReflectionStrategy:
                 raise ValueError("the reply holds no JSON object")
             return reflection_from_reply(obj)
         except Exception as exc:  # noqa: BLE001 - a learning step must not fail an accepted task
-            log.warning("task reflection by %s failed (%s); no notes kept", self.model.name, _why(exc))
+            log.warning("task reflection by %s failed (%s); no notes kept", self.model.name, reason_of(exc))
             return None
 
 
 def reflection_from_reply(obj: dict[str, Any]) -> TaskReflection:
     """Validate and clamp a model's JSON; ValueError when it has no refined description."""
-    refined = _text(obj.get("refinedDescription"))
+    refined = reply_text(obj.get("refinedDescription"))
     if not refined:
         raise ValueError("the reply has no refinedDescription")
     return TaskReflection.clamped(
         refined_description=refined,
-        refined_expected_output=_text(obj.get("refinedExpectedOutput")),
-        observations=_items(obj.get("observations")),
-        suggestions=_items(obj.get("suggestions")),
+        refined_expected_output=reply_text(obj.get("refinedExpectedOutput")),
+        observations=reply_items(obj.get("observations")),
+        suggestions=reply_items(obj.get("suggestions")),
     )
 
 
-def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
 
-
-def _items(value: Any) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list):
-        return []
-    return [_text(v) for v in value if isinstance(v, str)]
-
-
-def _why(exc: BaseException) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

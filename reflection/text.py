@@ -44,9 +44,45 @@ def english_list(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def template_problem(template: str, placeholders: tuple[str, ...], *, required: str | None = None,
+                     required_is: str = "") -> str | None:
+    """What makes a prompt template unusable, as a phrase; None if nothing. `required`:
+    the placeholder it must contain, `required_is` what that placeholder stands for."""
+    try:
+        names = template_fields(template)
+    except ValueError as exc:
+        return str(exc)
+    unknown = sorted(names - set(placeholders))
+    if unknown:
+        known = ", ".join(f"{{{name}}}" for name in placeholders)
+        return f"has an unknown placeholder {{{unknown[0]}}}; the placeholders are {known}"
+    if required is not None and required not in names:
+        return f"must contain {{{required}}}, {required_is}"
+    return None
+
+
 def template_fields(template: str) -> set[str]:
     """The `{names}` a str.format template uses; ValueError (a phrase) when it is malformed."""
     try:
         return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
     except ValueError as exc:
         raise ValueError(f"is malformed ({exc}); write a literal brace twice, {{{{ or }}}}") from None
+
+
+def reason_of(exc: BaseException) -> str:
+    """An exception as one short line for a log: its message's first line, else its type."""
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def reply_text(value: object) -> str:
+    """A string field of a model's JSON reply, stripped; "" for anything else."""
+    return value.strip() if isinstance(value, str) else ""
+
+
+def reply_items(value: object) -> list[str]:
+    """A list-of-strings field of a model's JSON reply (a lone string counts as one), stripped."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    return [reply_text(v) for v in value if isinstance(v, str)]

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 import orjson
 
+from orchestrator.layout import find_project
 from orchestrator.loop.attempt_history import StoredAttempt, read_attempts
 from reflection.pattern.history import select_best
 
@@ -24,7 +24,7 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 
 def run_history(args: argparse.Namespace) -> int:
     try:
-        project = _project_dir(args.dir)
+        project = find_project(args.dir)
     except ValueError as exc:
         return _fail(str(exc), EXIT_USAGE)
     attempts = [a for a in read_attempts(project, args.task) if args.subtask in (None, a.subtask_id)]
@@ -41,16 +41,6 @@ def run_history(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `... | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
-
-
-def _project_dir(start: Path) -> Path:
-    if not start.is_dir():
-        raise ValueError(f"{start} is not a folder")
-    start = start.resolve()
-    for folder in (start, *start.parents):
-        if (folder / ".openagents").is_dir():
-            return folder
-    raise ValueError(f"no .openagents/ folder in {start} or above it: run this inside a goldenloop project")
 
 
 def _fail(message: str, code: int) -> int:

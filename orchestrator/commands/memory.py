@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from orchestrator.config import ConfigError, ProjectConfig, load_config
-from orchestrator.layout import Layout
+from orchestrator.layout import Layout, find_project
 from reflection.lesson_index import LessonIndex
 from reflection.outcome import OutcomeReflection
 from reflection.outcome_markdown import to_markdown, write_markdown_view
@@ -58,14 +58,10 @@ def _fail(message: str, code: int) -> int:
 
 
 def _project_dir(start: Path) -> Path:
-    """The folder holding .openagents/, here or above."""
-    if not start.is_dir():
-        raise MemoryCommandError(f"{start} is not a folder")
-    start = start.resolve()
-    for folder in (start, *start.parents):
-        if (folder / ".openagents").is_dir():
-            return folder
-    raise MemoryCommandError(f"no .openagents/ folder in {start} or above it: run this inside a goldenloop project")
+    try:
+        return find_project(start)
+    except ValueError as exc:
+        raise MemoryCommandError(str(exc)) from None
 
 
 def _config(project: Path) -> ProjectConfig:

@@ -21,7 +21,8 @@ from reflection.llm import ChatModel, ChatReply, model_ready
 from reflection.pattern.criteria import QualityCriterion
 from reflection.pattern.evaluation import CriterionScore
 from reflection.redact import redact
-from reflection.text import cut_block, template_fields
+from reflection.text import cut_block, reason_of, reply_items, reply_text
+from reflection.text import template_problem as placeholder_problem
 
 log = logging.getLogger("goldenloop.judge")
 
@@ -56,7 +57,9 @@ def reply_shape(criteria: Sequence[QualityCriterion]) -> str:
     # Issues before scores, so the scores follow from what was found; and one line per
     # criterion with its name filled in: a small model copies the example's shape, and
     # with a single example entry it scored the first criterion only.
-    rows = ",\n    ".join(f'{{"name": "{c.name}", "reasoning": "one sentence", "score": 0.0}}' for c in criteria)
+    # Score before reasoning: Qwen2.5-Coder 1.5B, given reasoning first, wrote good reasons
+    # and then left every score out.
+    rows = ",\n    ".join(f'{{"name": "{c.name}", "score": 0.0, "reasoning": "one sentence"}}' for c in criteria)
     return f"""Reply with exactly this JSON object:
 {{
   "issues": ["each problem you found, one sentence each"],
@@ -73,17 +76,7 @@ most {MAX_ITEMS} issues, suggestions and strengths; an empty list when there are
 
 def template_problem(template: str) -> str | None:
     """What makes a judge prompt template unusable, as a phrase; None if nothing."""
-    try:
-        names = template_fields(template)
-    except ValueError as exc:
-        return str(exc)
-    unknown = sorted(names - set(PLACEHOLDERS))
-    if unknown:
-        known = ", ".join(f"{{{name}}}" for name in PLACEHOLDERS)
-        return f"has an unknown placeholder {{{unknown[0]}}}; the placeholders are {known}"
-    if "output" not in names:
-        return "must contain {output}, the work to judge"
-    return None
+    return placeholder_problem(template, PLACEHOLDERS, required="output", required_is="the work to judge")
 
 
 def judge_messages(
@@ -136,7 +129,7 @@ async def judge_with_model(
             raise ValueError("the reply holds no JSON object")
         return judged_from_reply(obj, criteria, reply)
     except Exception as exc:  # noqa: BLE001 - a judge that fails leaves the heuristic to score
-        log.warning("judging by %s failed (%s); using the heuristic", model.name, _why(exc))
+        log.warning("judging by %s failed (%s); using the heuristic", model.name, reason_of(exc))
         return None
 
 
@@ -145,7 +138,7 @@ def judged_from_reply(obj: dict[str, Any], criteria: Sequence[QualityCriterion],
     scores: dict[str, CriterionScore] = {}
     for name, item in _scored_items(obj, {c.name for c in criteria}):
         score = _score(item.get("score"))
-        reasoning = _text(item.get("reasoning") or item.get("reason"))
+        reasoning = reply_text(item.get("reasoning") or item.get("reason"))
         # A score without a reason of its own is no judgement: a small model fills the
         # shape's placeholder ("one sentence") and a uniform score. The caller's
         # heuristic scores that criterion instead.
@@ -198,18 +191,7 @@ def _score(value: Any) -> float | None:
     return min(1.0, number)
 
 
-def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
-
-
 def _items(value: Any) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list):
-        return []
-    kept = [redact(_text(v))[:300] for v in value if isinstance(v, str) and _text(v).lower().strip(".") not in _NOTHING]
-    return [v for v in kept if v][:MAX_ITEMS]
+    kept = [redact(v)[:300] for v in reply_items(value) if v.lower().strip(".") not in _NOTHING]
+    return kept[:MAX_ITEMS]
 
-
-def _why(exc: BaseException) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
