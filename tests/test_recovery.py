@@ -272,3 +272,47 @@ def test_a_commit_made_after_the_kill_stays_in_history_and_the_refusal_names_the
     do_one_task(repo, "--allow-dirty")
     assert mine in git(repo, "log", "--format=%H").split()
     assert git(repo, "show", f"{mine}:README.md") == "my edit\n"
+
+
+REVISING_AGENT = """import os, pathlib, sys, time
+state = pathlib.Path(sys.argv[1])
+runs = state / "runs"
+n = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(n))
+calc = pathlib.Path("calc.py")
+if n == 1:  # passes the tests, but the review's lint command refuses a bare except
+    calc.write_text("def add(a, b):\\n    try:\\n        return a + b\\n    except:\\n        pass\\n\\n\\n"
+                    "def mul(a, b):\\n    return a * b\\n")
+elif n == 2:  # the revision: half-way, then the machine goes away
+    calc.write_text("def add(a, b):\\n    return 0  # half-way\\n")
+    (state / "agent").write_text(str(os.getpid()))
+    time.sleep(300)
+else:
+    calc.write_text(pathlib.Path(sys.argv[2]).read_text())
+"""
+
+
+def test_a_kill_during_a_review_revision_loses_neither_the_tree_nor_the_passing_version(
+        git_repo: Path, tmp_path: Path) -> None:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    (tmp_path / "agent.py").write_text(REVISING_AGENT)
+    (tmp_path / "fixed.txt").write_text(FIXED)
+    lint = f"{PY} -c \"import sys; sys.exit('except:' in open('calc.py').read())\""
+    config = {"executor": {"kind": "command",
+                           "command": f"{PY} {tmp_path / 'agent.py'} {state} {tmp_path / 'fixed.txt'} {{prompt_file}}"},
+              "retry": {"preflight": False}, "reflexion": {"useLlm": False},
+              "review": {"enabled": True, "useLLM": False, "criteria": [{"name": "lint", "command": lint}]}}
+    repo = make_project(git_repo, [], config=config)
+
+    first = start(repo)
+    wait_for(state / "agent", first)  # the revision is under way
+    kill(first)
+
+    assert do_one_task(repo) == 0  # recovered, then run again: the third agent run is clean
+    (sha,) = [line.split()[0] for line in git(repo, "log", "--format=%H %s").splitlines() if line.endswith(" T-1: Fix add")]
+    assert git(repo, "show", f"{sha}:calc.py") == FIXED
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    passing = repo / ".openagents" / "history" / "T-1" / "T-1.1.attempt-1.patch"
+    assert "+    except:" in passing.read_text()  # the killed run's passing version is still on disk
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -27,9 +28,10 @@ from orchestrator.checks.judge import Judge, Judgement
 from orchestrator.checks.preflight import Baseline
 from orchestrator.checks.review import Review, review_block
 from orchestrator.checks.verify import Verdict, verify
+from orchestrator.config import ProjectConfig
 from orchestrator.executors import ExecutionRequest, ExecutionResult
 from orchestrator.journal import Heartbeat, Journal
-from orchestrator.layout import Layout
+from orchestrator.layout import FOLDER
 from orchestrator.loop.attempt_history import attempt_version, write_attempt
 from orchestrator.loop.escalation import AttemptSnapshot, write_packet
 from orchestrator.loop.outcome import SubtaskResult
@@ -82,7 +84,8 @@ class SubtaskRun:
         self.base = ""  # the commit the subtask started from
         self.user_files = UserFiles(parts.repo.root, set())
         self.journal: Journal  # written by `begin`, before the first attempt
-        self.config_bytes: bytes | None = None  # .openagents/project.json as the run read it
+        # What judges an attempt, as the run read it: project.json and the prompt files it names.
+        self.judging: dict[str, bytes | None] = {}
         self.strangers: set[int] = set()  # processes already outside their session: not ours
         self.last: LastAttempt | None = None  # what the next prompt says about the last attempt
         self.changed: list[str] = []  # the tree's changes against the base; the next attempt's hints
@@ -136,8 +139,7 @@ class SubtaskRun:
         # On disk before anything changes: what recovery needs if this process is killed.
         self.journal = Journal.start(p.project_dir, self.task.id, self.subtask.id, self.base, p.repo.root,
                                      self.user_files.content, dirty)
-        config = Layout(p.repo.root).config
-        self.config_bytes = config.read_bytes() if config.is_file() else None
+        self.judging = {rel: _read(p.repo.root / rel) for rel in judging_files(p.config)}
         self.subtask.status, self.subtask.base_commit = "in_progress", self.base
         self.subtask.dirty_before = sorted(dirty)
         self.save()
@@ -184,7 +186,7 @@ class SubtaskRun:
         touched = self.user_files.keep()
         if touched:  # their edits cannot be told from the user's: never ours to keep
             return await self.touched_user_files(touched, started)
-        tampered = self.put_back_config()
+        tampered = self.put_back_judging()
         if tampered:  # the checks must stay the ones the run read, whatever the agent wrote
             self.event("config_tampered", attempt=self.attempt)
             judged = Judgement("integrity", tampered, failure=tampered)
@@ -287,18 +289,20 @@ class SubtaskRun:
         await self.set_up_retry(verdict, judged, decision, diff)
         return None
 
-    def put_back_config(self) -> str | None:
-        """The project's config as the run read it; why the attempt is rejected if it changed it."""
-        path = Layout(self.p.repo.root).config  # in a worktree, the worktree's copy
-        now = path.read_bytes() if path.is_file() else None
-        if now == self.config_bytes:
+    def put_back_judging(self) -> str | None:
+        """The config and prompt files as the run read them; why the attempt is rejected if it
+        changed one (in a worktree, the worktree's copies)."""
+        changed = [rel for rel, before in self.judging.items() if _read(self.p.repo.root / rel) != before]
+        for rel in changed:
+            path, before = self.p.repo.root / rel, self.judging[rel]
+            if before is None:
+                path.unlink(missing_ok=True)
+            else:
+                atomic_write(path, before)
+        if not changed:
             return None
-        if self.config_bytes is None:
-            path.unlink(missing_ok=True)
-        else:
-            atomic_write(path, self.config_bytes)
-        return ("rejected: the attempt changed .openagents/project.json, which says how attempts are "
-                "judged; it was put back. Nothing under .openagents/ is an attempt's to change")
+        return (f"rejected: the attempt changed {', '.join(changed)}, which says how attempts are judged; "
+                "it was put back. Nothing under .openagents/, and no prompt file, is an attempt's to change")
 
     async def progress(self, verdict: Verdict, judged: Judgement, diff: str) -> Decision | None:
         """Remember the failed attempt's tree and ask the tracker; None: nothing to track."""
@@ -613,6 +617,19 @@ class SubtaskRun:
 
     def event(self, name: str, **fields: Any) -> None:
         self.p.runlog.event(name, taskId=self.task.id, subtaskId=self.subtask.id, **fields)
+
+
+def judging_files(config: ProjectConfig) -> list[str]:
+    """The repository files that decide how an attempt is judged."""
+    return [str(PurePosixPath(FOLDER, "project.json")),
+            *(f for f in (config.reflexion.prompt_file, config.review.prompt_file) if f)]
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
 
 
 def _tree_key(patch: str) -> str:
