@@ -1,4 +1,4 @@
-"""Command line: `do-one-task`, `overnight`, `goldenloop memory` and `history`.
+"""Command line: `do-one-task`, `overnight`, `goldenloop memory`, `history` and `serve`.
 
 Only argparse is imported at start-up, so `--help` is instant; the engine (and litellm,
 lazily, inside the model client) is imported when a command runs.
@@ -157,13 +157,38 @@ def history_main(argv: list[str] | None = None) -> int:
     return run_history(args)
 
 
+def serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="goldenloop serve",
+        description="Serve the Reflect skill's REST API (docs/API.md). Environment: REFLECT_SKILL_ENABLED, "
+        "REFLECT_DEFAULT_CRITERIA, REFLECT_SUCCESS_THRESHOLD, REFLECT_MAX_REFLECTIONS, GOLDENLOOP_API_TOKEN.",
+        epilog="exit codes: 0 stopped, 2 usage or config error (nothing was served), 130 interrupted",
+    )
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1; any other needs GOLDENLOOP_API_TOKEN)")
+    parser.add_argument("--port", type=_number(int, 0), default=8765, help="port (default 8765; 0: any free one)")
+    parser.add_argument("--root", type=Path, action="append", metavar="DIR",
+                        help="projects must lie under this folder (repeatable; default: here)")
+    parser.add_argument("--model", metavar="M", help="litellm model that judges reflections (default: heuristic only)")
+    parser.add_argument("--max-body", type=_number(int, 1), default=1 << 20, metavar="BYTES",
+                        help="largest request body accepted (default 1 MiB)")
+    return parser
+
+
+def serve_main(argv: list[str] | None = None) -> int:
+    args = serve_parser().parse_args(argv)
+    from orchestrator.commands.serve import run_serve  # starlette and uvicorn only now
+
+    return run_serve(args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`goldenloop do-one-task ...`, `overnight ...`, `memory ...`, `history ...`."""
+    """`goldenloop do-one-task ...`, `overnight ...`, `memory ...`, `history ...`, `serve ...`."""
     argv = sys.argv[1:] if argv is None else argv
     commands = {"do-one-task": do_one_task_main, "overnight": overnight_main, "memory": memory_main,
-                "history": history_main}
+                "history": history_main, "serve": serve_main}
     if not argv or argv[0] not in commands:
-        print("usage: goldenloop {do-one-task,overnight,memory,history} [options]  (see --help of each)")
+        print("usage: goldenloop {do-one-task,overnight,memory,history,serve} [options]  (see --help of each)")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return commands[argv[0]](argv[1:])
 

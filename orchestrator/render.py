@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any, TextIO
 
 import orjson
 
 from orchestrator.runlog import Event
+
+
+def library_warnings_to_stderr() -> None:
+    """The library's warnings as one `LEVEL: message` line each on stderr, nothing chattier."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    root = logging.getLogger("goldenloop")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    root.propagate = False
 
 
 class JsonLines:

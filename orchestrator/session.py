@@ -627,6 +627,8 @@ TASK_NOTES_IGNORE = "memory/task-reflections.json*\n"
 # What is derived from the reflections (the lesson index, the markdown view), how often
 # each lesson helped, and the archive: caches and history. memory/rules.md is versioned.
 LESSONS_IGNORE = "memory/lessons.sqlite*\nmemory/lesson-uses.jsonl*\nmemory/reflections/\nmemory/archive/\n"
+# What `goldenloop serve` stores for the reflect API: a log of requests, not project state.
+REFLECT_API_IGNORE = "memory/reflect-history.jsonl*\n"
 
 
 def ensure_runtime_ignored(project_dir: Path) -> None:
@@ -635,13 +637,14 @@ def ensure_runtime_ignored(project_dir: Path) -> None:
     path = Layout(project_dir).gitignore
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(RUNTIME_IGNORE + MEMORY_IGNORE + TASK_NOTES_IGNORE + LESSONS_IGNORE)
+        path.write_text(RUNTIME_IGNORE + MEMORY_IGNORE + TASK_NOTES_IGNORE + LESSONS_IGNORE + REFLECT_API_IGNORE)
         return
     text = path.read_text()
     # Projects from before memory left git, or before the journal (which holds copies of
     # the user's uncommitted files: never to be committed) existed.
     wanted = (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"), ("history/", "history/\n"),
-              ("memory/task-reflections.json", TASK_NOTES_IGNORE), ("memory/lessons.sqlite", LESSONS_IGNORE))
+              ("memory/task-reflections.json", TASK_NOTES_IGNORE), ("memory/lessons.sqlite", LESSONS_IGNORE),
+              ("memory/reflect-history.jsonl", REFLECT_API_IGNORE))
     missing = "".join(entry for key, entry in wanted if key not in text)
     if missing:
         path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + missing)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -11,7 +10,7 @@ from typing import TypeVar
 
 import anyio
 
-from orchestrator.render import HumanLines, JsonLines
+from orchestrator.render import HumanLines, JsonLines, library_warnings_to_stderr
 from orchestrator.session import Overrides
 
 T = TypeVar("T")
@@ -19,12 +18,7 @@ T = TypeVar("T")
 
 def setup_output(json_mode: bool) -> Callable[[dict], None]:
     """Warnings from the library go to stderr as one line each; events to stdout."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
-    root = logging.getLogger("goldenloop")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
-    root.propagate = False
+    library_warnings_to_stderr()
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="replace")  # type: ignore[union-attr]
     return JsonLines() if json_mode else HumanLines()

@@ -42,5 +42,5 @@ def test_flat_maps_marks_out_of_ten_and_percentages_are_read() -> None:
 def test_the_prompt_names_every_criterion_in_the_reply_shape_and_shows_no_weights() -> None:
     prompt = judge_messages(REVIEW_CRITERIA, "diff --git a/x b/x", task="fix x")[1]["content"]
     for criterion in REVIEW_CRITERIA:
-        assert f'{{"name": "{criterion.name}", "reasoning": "one sentence", "score": 0.0}}' in prompt
+        assert f'{{"name": "{criterion.name}", "score": 0.0, "reasoning": "one sentence"}}' in prompt
     assert "weight" not in prompt and "0.4" not in prompt

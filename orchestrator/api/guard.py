@@ -1,0 +1,142 @@
+"""What stands between a request and the disk: the token, the roots and the body limit.
+
+- `TokenGate`: with a token set, every request but `/api/health` needs
+  `Authorization: Bearer <token>`, compared in constant time (`hmac.compare_digest`).
+- `project_folder`: a `projectPath` is resolved (symlinks followed) and must lie inside a
+  root, and so must its `.openagents/memory`, before anything in it is read or written.
+- `read_body`: the body is read chunk by chunk and refused with 413 as soon as it
+  passes the limit; a declared Content-Length over the limit is refused before reading.
+- `LingeringClose`: an answer given before the body was read (401, 413) would reach
+  the client only by luck if the connection closed at once, because the unread bytes
+  make the kernel reset it. So the answer is sent, then at most `DRAIN_BYTES` more of
+  the body (or `DRAIN_S` seconds of it) are read and dropped, then the connection
+  closes: never the whole of a huge or lying body.
+"""
+
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+
+import anyio
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from orchestrator.api.errors import ApiError, error_response
+from reflection.reflect_history import HISTORY_PATH
+
+OPEN_PATHS = frozenset({"/api/health"})
+DRAIN_BYTES = 1 << 20
+DRAIN_S = 2.0
+
+
+class TokenGate:
+    """ASGI middleware: 401 unless the bearer token matches (when one is set)."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.token is None or scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        problem = self._problem(Headers(scope=scope).get("authorization"))
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        response = error_response(401, problem, {"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+    def _problem(self, header: str | None) -> str | None:
+        assert self.token is not None
+        if not header:
+            return "this server needs an Authorization: Bearer <token> header"
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
+            return "the bearer token is wrong"
+        return None
+
+
+def project_folder(raw: str, roots: tuple[Path, ...]) -> Path:
+    """The project folder a request names, checked against the roots (403) and the disk (404)."""
+    if "\x00" in raw:
+        raise ApiError(400, "projectPath must not contain a NUL character")
+    if not Path(raw).is_absolute():
+        raise ApiError(400, "projectPath must be an absolute path")
+    folder = Path(raw).resolve()  # `..` and every symlink on the way, before any other access
+    root = next((r for r in roots if folder.is_relative_to(r)), None)
+    if root is None:
+        raise ApiError(403, "projectPath is outside the folders this server may use (its --root folders)")
+    if not folder.is_dir():
+        raise ApiError(404, "projectPath names no folder on this machine")
+    # `.openagents` or `memory` itself could be a link that leads out of the root.
+    if not (folder / HISTORY_PATH.parent).resolve().is_relative_to(root):
+        raise ApiError(403, "the project's .openagents/memory folder leads outside the allowed roots")
+    return folder
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, or 413 as soon as it is known to be larger than `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ApiError(400, "the Content-Length header is not a number")
+        if int(declared) > limit:
+            raise _too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"the request body is larger than this server's limit of {limit} bytes")
+
+
+class LingeringClose:
+    """ASGI middleware: an early answer is delivered before its connection closes."""
+
+    def __init__(self, app: ASGIApp, drain_bytes: int = DRAIN_BYTES, drain_s: float = DRAIN_S) -> None:
+        self.app = app
+        self.drain_bytes = drain_bytes
+        self.drain_s = drain_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body_done = False
+
+        async def tracked_receive() -> Message:
+            nonlocal body_done
+            message = await receive()
+            body_done = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        async def lingering_send(message: Message) -> None:
+            if body_done:
+                await send(message)
+            elif message["type"] == "http.response.start":  # no reuse of a half-read connection
+                await send({**message, "headers": [*message.get("headers", []), (b"connection", b"close")]})
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                await send({**message, "more_body": True})  # the whole answer is out...
+                await self._drain(receive)  # ...while what the client still sends is dropped
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await send(message)
+
+        await self.app(scope, tracked_receive, lingering_send)
+
+    async def _drain(self, receive: Receive) -> None:
+        dropped = 0
+        with anyio.move_on_after(self.drain_s):
+            while dropped <= self.drain_bytes:
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    return
+                dropped += len(message.get("body", b""))

@@ -1,0 +1,135 @@
+"""The endpoints: reflect, its history (list, clear), health and the OpenAPI document.
+
+Each handler checks in the order that keeps the disk safe: the skill switch, the body
+(size, JSON, fields), the project folder against the roots, and only then a file.
+Blocking file work (the history's lock and fsync) runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from orchestrator.api.errors import ApiError, JsonBody
+from orchestrator.api.guard import project_folder, read_body
+from orchestrator.api.openapi import openapi_document
+from orchestrator.api.schemas import ClearResponse, HealthResponse, ReflectResponse
+from orchestrator.api.settings import ApiSettings
+from reflection.redact import redact
+from reflection.reflect_history import ReflectHistory, ReflectionLimitReached
+from reflection.reflect_skill import ReflectRequest, reflect_on_conversation
+
+
+class ApiState:
+    """The settings and one history store per project folder (their counts stay warm)."""
+
+    def __init__(self, settings: ApiSettings, version: str) -> None:
+        self.settings = settings
+        self.version = version
+        self.openapi = orjson.dumps(openapi_document(version))
+        self._histories: dict[Path, ReflectHistory] = {}
+
+    def history(self, project: Path) -> ReflectHistory:
+        if project not in self._histories:
+            self._histories[project] = ReflectHistory(project, max_per_session=self.settings.reflect.max_reflections)
+        return self._histories[project]
+
+
+def _state(request: Request) -> ApiState:
+    return request.app.state.api
+
+
+async def reflect(request: Request) -> Response:
+    state = _state(request)
+    config = state.settings.reflect
+    if not config.enabled:
+        raise ApiError(503, "the reflect skill is disabled on this server (REFLECT_SKILL_ENABLED=false)")
+    asked = _parsed(await read_body(request, state.settings.max_body))
+    history = state.history(project_folder(asked.project_path, state.settings.roots))
+    # Refused before the model is paid for; the append checks again under the lock.
+    if await anyio.to_thread.run_sync(history.full, redact(asked.session_id)):
+        raise ApiError(409, str(ReflectionLimitReached(redact(asked.session_id), config.max_reflections)))
+    result = await reflect_on_conversation(asked, criteria=config.criteria, threshold=config.threshold,
+                                           model=state.settings.model)
+    try:
+        await anyio.to_thread.run_sync(history.append, result)
+    except ReflectionLimitReached as exc:
+        raise ApiError(409, str(exc)) from None
+    return _ok(ReflectResponse(result=result))
+
+
+async def history_endpoint(request: Request) -> Response:
+    """One route for both methods, so a 405 there names them both in Allow."""
+    return await (clear_history(request) if request.method == "DELETE" else history(request))
+
+
+async def history(request: Request) -> Response:
+    state = _state(request)
+    store = state.history(project_folder(_project_param(request), state.settings.roots))
+    records = await anyio.to_thread.run_sync(store.records, _limit_param(request))
+    return JsonBody({"success": True, "history": records, "count": len(records)})
+
+
+async def clear_history(request: Request) -> Response:
+    state = _state(request)
+    store = state.history(project_folder(_project_param(request), state.settings.roots))
+    moved = await anyio.to_thread.run_sync(store.archive)
+    return _ok(ClearResponse(archived=moved.count, archive_path=str(moved.path) if moved.path else None))
+
+
+async def health(request: Request) -> Response:
+    state = _state(request)
+    return _ok(HealthResponse(skill_enabled=state.settings.reflect.enabled, version=state.version))
+
+
+async def openapi(request: Request) -> Response:
+    return Response(_state(request).openapi, media_type="application/json")
+
+
+def _ok(body: Any) -> Response:
+    return JsonBody(body.model_dump(mode="json", by_alias=True))
+
+
+def _parsed(body: bytes) -> ReflectRequest:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ApiError(400, "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    try:
+        return ReflectRequest.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, _field_problem(exc)) from None
+
+
+def _field_problem(exc: ValidationError) -> str:
+    """The first problem of a body, naming its field as the client wrote it."""
+    first = exc.errors(include_url=False)[0]
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
+    if first["type"] == "missing":
+        return f"the field {where} is required"
+    message = str(first["msg"])
+    return f"the field {where} is invalid: {message[:1].lower()}{message[1:]}"
+
+
+def _project_param(request: Request) -> str:
+    raw = request.query_params.get("projectPath")
+    if not raw:
+        raise ApiError(400, "the projectPath query parameter is required")
+    return raw
+
+
+def _limit_param(request: Request) -> int | None:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ApiError(400, f"the limit query parameter must be a whole number of 1 or more, not {raw!r}")
+    return int(raw)

@@ -1,0 +1,209 @@
+"""The Reflect endpoints over real HTTP: shapes, the memory file, history, limits, errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import anyio
+import orjson
+import pytest
+from apikit import HISTORY, REFLECT, Serve, conversation, history_file, reflect_body
+
+from orchestrator.api import routes
+from orchestrator.api.schemas import ClearResponse, ErrorResponse, HealthResponse, HistoryResponse, ReflectResponse
+from orchestrator.api.settings import ReflectConfig
+
+pytestmark = pytest.mark.anyio
+
+CRITERIA = ["task_completion", "code_quality", "error_handling", "test_coverage"]
+
+
+async def test_a_reflection_is_answered_in_the_seed_shape_and_stored(serve: Serve, project: Path) -> None:
+    async with serve() as client:
+        response = await client.post(REFLECT, json=reflect_body(project))
+    assert response.status_code == 200
+    body = response.json()
+    ReflectResponse.model_validate(body)
+    result = body["result"]
+    assert body["success"] is True
+    assert re.fullmatch(r"reflect-\d{13}-[0-9a-f]{6}", result["reflectionId"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", result["timestamp"])
+    assert result["sessionId"] == "session-1" and result["source"] == "heuristic"
+    assert [c["name"] for c in result["criterionScores"]] == CRITERIA
+    assert all(0 <= c["score"] <= 1 and c["reasoning"].endswith(".") for c in result["criterionScores"])
+    assert result["satisfactory"] == (result["successScore"] >= 0.8)
+    assert "Modified 2 files" in result["insights"] and "Used 3 different tools" in result["insights"]
+    assert any(i.startswith("Encountered 2 error patterns") for i in result["insights"])
+    assert result["suggestedActions"] == [f"Address: {i}" for i in result["improvements"]]
+    assert isinstance(result["duration"], int)
+    assert [orjson.loads(line) for line in history_file(project).read_bytes().splitlines()] == [result]
+
+
+async def test_an_unresolved_error_scores_low_and_says_what_to_fix(serve: Serve, project: Path) -> None:
+    talk = [{"role": "user", "content": "add a cache"},
+            {"role": "tool", "name": "Bash", "content": "Traceback (most recent call last):\nKeyError: 'x'"},
+            {"role": "assistant", "content": "I could not fix the KeyError yet."}]
+    async with serve() as client:
+        result = (await client.post(REFLECT, json=reflect_body(project, conversation=talk))).json()["result"]
+    scores = {c["name"]: c["score"] for c in result["criterionScores"]}
+    assert scores["task_completion"] <= 0.3 and scores["test_coverage"] <= 0.2
+    assert result["satisfactory"] is False
+    assert "An error was left unresolved at the end" in result["insights"]
+    assert "Address: Add more comprehensive error handling" in result["suggestedActions"]
+
+
+async def test_max_insights_caps_every_list(serve: Serve, project: Path) -> None:
+    async with serve() as client:
+        result = (await client.post(REFLECT, json=reflect_body(project, maxInsights=1))).json()["result"]
+    for key in ("insights", "improvements", "strengths", "suggestedActions"):
+        assert len(result[key]) <= 1
+
+
+async def test_history_lists_newest_first_and_honours_limit(serve: Serve, project: Path) -> None:
+    async with serve() as client:
+        ids = [(await client.post(REFLECT, json=reflect_body(project, f"s-{n}"))).json()["result"]["reflectionId"]
+               for n in range(3)]
+        listed = (await client.get(HISTORY, params={"projectPath": str(project)})).json()
+        limited = (await client.get(HISTORY, params={"projectPath": str(project), "limit": 2})).json()
+    HistoryResponse.model_validate(listed)
+    assert listed["count"] == 3 and [r["reflectionId"] for r in listed["history"]] == ids[::-1]
+    assert limited["count"] == 2 and [r["reflectionId"] for r in limited["history"]] == ids[:0:-1]
+
+
+async def test_fifty_concurrent_reflections_leave_fifty_records(serve: Serve, project: Path) -> None:
+    statuses: list[int] = []
+
+    async def post(n: int) -> None:
+        statuses.append((await client.post(REFLECT, json=reflect_body(project, f"s-{n}"))).status_code)
+
+    async with serve() as client:
+        async with anyio.create_task_group() as group:
+            for n in range(50):
+                group.start_soon(post, n)
+        listed = (await client.get(HISTORY, params={"projectPath": str(project)})).json()
+    assert statuses == [200] * 50
+    lines = history_file(project).read_bytes().splitlines()
+    assert len(lines) == 50 and listed["count"] == 50
+    assert sorted(orjson.loads(line)["sessionId"] for line in lines) == sorted(f"s-{n}" for n in range(50))
+
+
+async def test_delete_archives_the_history_and_deletes_nothing(serve: Serve, project: Path) -> None:
+    async with serve() as client:
+        for n in range(2):
+            await client.post(REFLECT, json=reflect_body(project, f"s-{n}"))
+        cleared = (await client.delete(HISTORY, params={"projectPath": str(project)})).json()
+        after = (await client.get(HISTORY, params={"projectPath": str(project)})).json()
+        again = (await client.delete(HISTORY, params={"projectPath": str(project)})).json()
+    ClearResponse.model_validate(cleared)
+    assert cleared["archived"] == 2 and after == {"success": True, "history": [], "count": 0}
+    archive = Path(cleared["archivePath"])
+    assert archive.parent == project / ".openagents" / "memory" / "archive"
+    assert re.fullmatch(r"reflect-history-\d{8}T\d{6}\.\d{6}Z\.jsonl", archive.name)
+    assert sorted(orjson.loads(line)["sessionId"] for line in archive.read_bytes().splitlines()) == ["s-0", "s-1"]
+    assert again == {"success": True, "archived": 0, "archivePath": None}
+
+
+async def test_a_session_past_max_reflections_is_refused_with_409(serve: Serve, project: Path) -> None:
+    async with serve(reflect=ReflectConfig(max_reflections=2)) as client:
+        codes = [(await client.post(REFLECT, json=reflect_body(project))).status_code for _ in range(2)]
+        refused = await client.post(REFLECT, json=reflect_body(project))
+        other = await client.post(REFLECT, json=reflect_body(project, "another-session"))
+        await client.delete(HISTORY, params={"projectPath": str(project)})
+        after_clear = await client.post(REFLECT, json=reflect_body(project))
+    assert codes == [200, 200] and other.status_code == 200 and after_clear.status_code == 200
+    assert refused.status_code == 409
+    assert refused.json() == {"success": False, "error": refused.json()["error"]}
+    assert "REFLECT_MAX_REFLECTIONS" in refused.json()["error"] and "session-1" in refused.json()["error"]
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    (b"{not json", "not valid JSON"),
+    (b"[1, 2]", "must be a JSON object"),
+    (orjson.dumps({"projectPath": "/x", "sessionId": "s"}), "conversation is required"),
+    (orjson.dumps({"projectPath": "/x", "sessionId": "s", "conversation": [{"role": "robot", "content": "hi"}]}),
+     "conversation[0].role is invalid"),
+    (orjson.dumps({"projectPath": "/x", "sessionId": "s", "conversation": conversation(), "maxInsights": 21}),
+     "maxInsights is invalid"),
+    (orjson.dumps({"projectPath": "relative/x", "sessionId": "s", "conversation": conversation()}),
+     "must be an absolute path"),
+])
+async def test_a_bad_body_is_a_400_naming_the_problem(serve: Serve, body: bytes, words: str) -> None:
+    async with serve() as client:
+        response = await client.post(REFLECT, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["success"] is False and words in response.json()["error"]
+
+
+async def test_routes_methods_and_missing_projects_answer_json(serve: Serve, root: Path) -> None:
+    async with serve() as client:
+        unknown = await client.get("/api/nothing")
+        wrong_method = await client.put(HISTORY)
+        missing = await client.get(HISTORY, params={"projectPath": str(root / "gone")})
+        no_param = await client.get(HISTORY)
+        bad_limit = await client.get(HISTORY, params={"projectPath": str(root / "proj"), "limit": "0"})
+    assert unknown.status_code == 404 and "no route /api/nothing" in unknown.json()["error"]
+    assert wrong_method.status_code == 405 and "DELETE" in wrong_method.headers["allow"]
+    assert missing.status_code == 404 and missing.json()["error"] == "projectPath names no folder on this machine"
+    assert no_param.status_code == 400 and bad_limit.status_code == 400
+    for response in (unknown, wrong_method, missing, no_param, bad_limit):
+        ErrorResponse.model_validate(response.json())
+    assert not (root / "gone").exists()
+
+
+async def test_a_disabled_skill_refuses_posts_only(serve: Serve, project: Path) -> None:
+    async with serve(reflect=ReflectConfig(enabled=False)) as client:
+        post = await client.post(REFLECT, json=reflect_body(project))
+        listed = await client.get(HISTORY, params={"projectPath": str(project)})
+        health = await client.get("/api/health")
+    assert post.status_code == 503 and "REFLECT_SKILL_ENABLED=false" in post.json()["error"]
+    assert listed.status_code == 200 and not history_file(project).exists()
+    assert HealthResponse.model_validate(health.json()).skill_enabled is False
+
+
+async def test_an_unexpected_failure_is_a_500_without_a_traceback(
+    serve: Serve, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("internal detail at /secret/place.py line 3")
+
+    monkeypatch.setattr(routes, "reflect_on_conversation", broken)
+    async with serve() as client:
+        response = await client.post(REFLECT, json=reflect_body(project))
+    assert response.status_code == 500
+    assert response.json() == {"success": False,
+                               "error": "the server failed to answer this request; its log has the details"}
+
+
+async def test_openapi_documents_every_path_response_and_error(serve: Serve) -> None:
+    async with serve() as client:
+        doc = (await client.get("/openapi.json")).json()
+    assert doc["openapi"] == "3.1.0"
+    operations = {(path, method) for path, item in doc["paths"].items() for method in item}
+    assert operations == {("/api/skills/reflect", "post"), ("/api/skills/reflect/history", "get"),
+                          ("/api/skills/reflect/history", "delete"), ("/api/health", "get"),
+                          ("/openapi.json", "get")}
+    schemas = doc["components"]["schemas"]
+    assert {"ReflectRequest", "ReflectResult", "ReflectResponse", "HistoryResponse", "ClearResponse",
+            "HealthResponse", "ErrorResponse"} <= set(schemas)
+    assert set(schemas["ReflectRequest"]["required"]) == {"projectPath", "sessionId", "conversation"}
+    post = doc["paths"]["/api/skills/reflect"]["post"]["responses"]
+    assert set(post) == {"200", "400", "401", "403", "404", "405", "409", "413", "500", "503"}
+    for code, response in doc["components"]["responses"].items():
+        assert response["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorResponse"}
+    _all_refs_resolve(doc, doc)
+
+
+def _all_refs_resolve(node: object, doc: dict) -> None:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target: object = doc
+            for part in ref.removeprefix("#/").split("/"):
+                assert isinstance(target, dict) and part in target, ref
+                target = target[part]
+        for value in node.values():
+            _all_refs_resolve(value, doc)
+    elif isinstance(node, list):
+        for value in node:
+            _all_refs_resolve(value, doc)

@@ -1,0 +1,81 @@
+"""The library under the API: the history store's limits under contention, and the heuristic."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from reflection.pattern.criteria import REVIEW_CRITERIA
+from reflection.reflect_history import ReflectHistory, ReflectionLimitReached
+from reflection.reflect_skill import ReflectRequest, ReflectResult, reflect_on_conversation
+
+
+def _reflect(turns: list[dict[str, str]], session: str = "s", cap: int = 5) -> ReflectResult:
+    request = ReflectRequest(project_path="/p", session_id=session, conversation=turns, max_insights=cap)
+    return anyio.run(lambda: reflect_on_conversation(request, criteria=REVIEW_CRITERIA, threshold=0.8))
+
+
+def test_the_heuristic_counts_files_tools_and_error_patterns() -> None:
+    tools = ["Read", "Edit", "Bash", "Grep", "Write"]
+    turns = [{"role": "user", "content": "go"}]
+    turns += [{"role": "tool", "name": name, "content": "ok"} for name in tools]
+    turns += [{"role": "assistant", "content": "Changed a.py, pkg/b.ts and docs/c.md; see https://x.io/d.py"},
+              {"role": "tool", "name": "Bash", "content": "TypeError: x\nnpm ERR! code 1"},
+              {"role": "assistant", "content": "Fixed; it works now."}]
+    result = _reflect(turns)
+    assert result.insights[:3] == ["Modified 3 files", "Used 5 different tools",
+                                   "Encountered 2 error patterns: build errors, TypeError"]
+    scores = {c.name: c.score for c in result.criterion_scores}
+    assert scores["task_completion"] == 0.8 and scores["test_coverage"] == 0.2
+    assert "Address: Add tests that cover the change" in result.suggested_actions
+
+
+def test_no_assistant_answer_scores_task_completion_lowest() -> None:
+    result = _reflect([{"role": "user", "content": "please fix"}])
+    assert result.criterion_scores[0].score == 0.1 and result.satisfactory is False
+
+
+def _result(session: str) -> ReflectResult:
+    return _reflect([{"role": "assistant", "content": "done"}], session)
+
+
+def test_the_session_limit_holds_across_stores_and_threads(tmp_path: Path) -> None:
+    stores = [ReflectHistory(tmp_path, max_per_session=3) for _ in range(2)]  # two processes' worth of caches
+    accepted, refused = [], []
+    template = _result("same")
+
+    def add(n: int) -> None:
+        try:
+            stores[n % 2].append(template)
+            accepted.append(n)
+        except ReflectionLimitReached:
+            refused.append(n)
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(accepted) == 3 and len(refused) == 17
+    assert len(stores[0].records()) == 3 and stores[1].count_for("same") == 3
+
+
+def test_a_torn_line_is_skipped_and_the_next_record_starts_on_its_own_line(tmp_path: Path) -> None:
+    store = ReflectHistory(tmp_path)
+    store.append(_result("a"))
+    with store.path.open("ab") as handle:
+        handle.write(b'{"reflectionId": "torn')  # a writer killed mid-line
+    store.append(_result("b"))
+    assert [r["sessionId"] for r in store.records()] == ["b", "a"]
+    moved = store.archive()
+    assert moved.count == 2 and moved.path is not None and not store.path.exists()
+    assert store.count_for("a") == 0
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_a_store_needs_room_for_one(tmp_path: Path, limit: int) -> None:
+    with pytest.raises(ValueError):
+        ReflectHistory(tmp_path, max_per_session=limit)
