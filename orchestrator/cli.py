@@ -35,6 +35,13 @@ def _number(kind: type, minimum: float, above: bool = False):
     return parse
 
 
+def _port(text: str) -> int:
+    port = _number(int, 0)(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, not {text}")
+    return port
+
+
 def do_one_task_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="do-one-task",
@@ -166,7 +173,7 @@ def serve_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1; any other needs GOLDENLOOP_API_TOKEN)")
-    parser.add_argument("--port", type=_number(int, 0), default=8765, help="port (default 8765; 0: any free one)")
+    parser.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0: any free one)")
     parser.add_argument("--root", type=Path, action="append", metavar="DIR",
                         help="projects must lie under this folder (repeatable; default: here)")
     parser.add_argument("--model", metavar="M", help="litellm model that judges reflections (default: heuristic only)")

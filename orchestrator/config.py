@@ -163,7 +163,7 @@ class ReviewCriterionConfig(_ConfigModel):
 
     model_config = ConfigDict(extra="forbid")  # a misspelt key here would change a score silently
 
-    name: str = Field(min_length=1)
+    name: str
     weight: float = Field(default=1.0, ge=0)
     description: str | None = Field(default=None, min_length=1)
     threshold: float = Field(default=0.0, ge=0, le=1)
@@ -172,14 +172,24 @@ class ReviewCriterionConfig(_ConfigModel):
     command: str | None = Field(default=None, min_length=1)
     score_pattern: str | None = Field(default=None, min_length=1)
 
+    @field_validator("name")
+    @classmethod
+    def _snake_case(cls, name: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", name):  # the judge reads names; so does REFLECT_DEFAULT_CRITERIA
+            raise ValueError(f"a criterion's name is snake_case: lowercase letters, digits and _ (got {_show(name)})")
+        return name
+
     @field_validator("score_pattern")
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
         if pattern is not None:
             try:
-                re.compile(pattern)
+                groups = re.compile(pattern).groups
             except re.error as exc:
                 raise ValueError(f"scorePattern is not a regular expression: {exc}") from None
+            if groups < 1:  # the whole match would be read, a line number as readily as a score
+                raise ValueError(f"scorePattern needs a group around the number, e.g. \"TOTAL.* (\\d+)%\" "
+                                 f"(got {_show(pattern)})")
         return pattern
 
 
@@ -201,6 +211,17 @@ class ReviewConfig(_ConfigModel):
     # A template file (relative to the project) replacing the judge's question;
     # placeholders {task}, {criteria}, {output} (reflection/pattern/judge.py).
     prompt_file: str | None = Field(default=None, min_length=1)
+
+    @field_validator("criteria")
+    @classmethod
+    def _distinct_and_weighed(cls, criteria: list[ReviewCriterionConfig]) -> list[ReviewCriterionConfig]:
+        names = [c.name for c in criteria]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"criterion {twice[0]} is listed twice")
+        if not any(c.weight > 0 for c in criteria):
+            raise ValueError("at least one criterion needs a weight above 0, or every review scores 0")
+        return criteria
 
 
 class MemoryConfig(_ConfigModel):
@@ -538,6 +559,8 @@ def _constraint_phrase(kind: str, ctx: dict[str, Any]) -> str | None:
         return f"must be at most {ctx['le']:g}"
     if kind == "string_too_short":
         return "must not be empty"
+    if kind == "too_short":
+        return f"must have at least {ctx['min_length']} item{'s' if ctx['min_length'] != 1 else ''}"
     if kind == "literal_error":
         return f"must be one of {ctx['expected']}"
     return None

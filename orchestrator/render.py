@@ -134,7 +134,15 @@ class HumanLines:
     def _reviewed(self, e: Event) -> str:
         mark = "REVIEW OK" if e.get("satisfactory") else "REVIEW LOW"
         scores = ", ".join(f"{c['name']} {c['score']:.2f}" for c in e.get("criteria") or [])
-        return f"    {mark}  {e.get('score', 0):.2f} of {e.get('threshold', 0):.2f} needed ({e.get('source')}): {scores}"
+        lines = [f"    {mark}  {e.get('score', 0):.2f} of {e.get('threshold', 0):.2f} needed ({e.get('source')}): {scores}"]
+        if e.get("below"):
+            lines.append(f"      under their own threshold: {', '.join(e['below'])}")
+        lines += [f"      not scored: {problem}" for problem in e.get("problems") or []]
+        return "\n".join(lines)
+
+    def _review_accepted_low(self, e: Event) -> str:
+        return (f"    committing although the review ({e.get('score', 0):.2f}) is below {e.get('threshold', 0):.2f}: "
+                f"{e.get('why')}; the checks pass, and the review only asks for revisions")
 
     def _revision_asked(self, e: Event) -> str:
         items = e.get("improvements") or []

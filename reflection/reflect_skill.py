@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from reflection.llm import ChatModel
 from reflection.pattern.criteria import QualityCriterion
@@ -48,6 +49,10 @@ class Message(CamelModel):
 
 class ReflectRequest(CamelModel):
     """POST /api/skills/reflect."""
+
+    # A misspelt field (maxInsight) would otherwise be dropped without a word. A turn keeps
+    # extra keys (tool_call_id and the like), which clients send and nothing here reads.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     project_path: str = Field(min_length=1, max_length=4096)
     session_id: str = Field(min_length=1, max_length=200)

@@ -55,7 +55,8 @@ def template_problem(template: str, placeholders: tuple[str, ...], *, required: 
     unknown = sorted(names - set(placeholders))
     if unknown:
         known = ", ".join(f"{{{name}}}" for name in placeholders)
-        return f"has an unknown placeholder {{{unknown[0]}}}; the placeholders are {known}"
+        return (f"has an unknown placeholder {{{unknown[0]}}}; the placeholders are {known}, and a literal "
+                "brace (as in JSON) is written twice: {{ }}")
     if required is not None and required not in names:
         return f"must contain {{{required}}}, {required_is}"
     return None

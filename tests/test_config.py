@@ -374,3 +374,22 @@ def test_the_reflection_timeout_follows_the_model_timeout_unless_set(project: Pa
     assert load_config(project, NO_ENV).config.reflection_timeout_s == 300
     write_config(project, {"timeouts": {"modelSeconds": 300}, "reflexion": {"generationTimeoutMs": 45000}})
     assert load_config(project, NO_ENV).config.reflection_timeout_s == 45
+
+
+@pytest.mark.parametrize(("review", "words"), [
+    ({"criteria": []}, "review.criteria must"),
+    ({"criteria": [{"name": "No Print!"}]}, "a criterion's name is snake_case"),
+    ({"criteria": [{"name": "lint"}, {"name": "lint"}]}, "criterion lint is listed twice"),
+    ({"criteria": [{"name": "lint", "weight": 0}]}, "at least one criterion needs a weight above 0"),
+    ({"criteria": [{"name": "cov", "command": "pytest --cov", "scorePattern": "\\d+"}]},
+     "scorePattern needs a group around the number"),
+    ({"criteria": [{"name": "cov", "command": "pytest --cov", "scorePattern": "(\\d+"}]},
+     "scorePattern is not a regular expression"),
+    ({"criteria": [{"name": "cov", "scorePatern": "(\\d+)%"}]}, "scorePatern"),
+    ({"successThreshold": 1.5}, "review.successThreshold must be at most 1"),
+])
+def test_a_review_that_cannot_judge_is_one_sentence(project: Path, review: dict[str, Any], words: str) -> None:
+    write_config(project, {"review": review})
+    with pytest.raises(ConfigError) as caught:
+        load_config(project, NO_ENV)
+    assert words in str(caught.value) and "\n" not in str(caught.value)

@@ -54,7 +54,9 @@ class TokenGate:
         if not header:
             return "this server needs an Authorization: Bearer <token> header"
         scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
+        if scheme.lower() != "bearer":
+            return f"this server needs an Authorization: Bearer <token> header, not a {scheme[:20]} one"
+        if not hmac.compare_digest(given.strip().encode(), self.token):
             return "the bearer token is wrong"
         return None
 

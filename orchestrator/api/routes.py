@@ -115,6 +115,8 @@ def _field_problem(exc: ValidationError) -> str:
     where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
     if first["type"] == "missing":
         return f"the field {where} is required"
+    if first["type"] == "extra_forbidden":
+        return f"the field {where} is not one this endpoint reads (a misspelling?)"
     message = str(first["msg"])
     return f"the field {where} is invalid: {message[:1].lower()}{message[1:]}"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.checks.review_heuristic import DiffSigns, heuristic_scores, improvements_of
@@ -26,6 +26,7 @@ from reflection.pattern.judge import judge_with_model
 from reflection.text import shorten
 
 HEURISTIC_CONFIDENCE = 0.3
+_CANNOT_RUN = (126, 127)  # POSIX shells: not executable / not found
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -37,6 +38,8 @@ class Review:
     improvements: list[str]
     source: str  # "llm", "heuristic", "command" or a mix joined by "+"
     reply: ChatReply | None = None
+    below: list[str] = field(default_factory=list)  # criteria under their own threshold
+    problems: list[str] = field(default_factory=list)  # criteria that could not be scored, and why
 
     @property
     def score(self) -> float:
@@ -45,7 +48,8 @@ class Review:
     def as_event(self) -> dict[str, object]:
         e = self.evaluation
         return {"score": round(e.overall_score, 4), "satisfactory": e.satisfactory, "source": self.source,
-                "criteria": [d.as_dict() for d in e.details], "improvements": self.improvements}
+                "criteria": [d.as_dict() for d in e.details], "improvements": self.improvements,
+                "below": self.below, "problems": self.problems}
 
 
 def criteria_of(settings: ReviewConfig) -> list[QualityCriterion]:
@@ -71,7 +75,14 @@ class ReviewGate:
     async def review(self, *, task: str, diff: str, tests_touched: bool, waived: bool) -> Review:
         commands = [c for c in self.criteria if c.evaluator == "command"]
         judged = [c for c in self.criteria if c.evaluator == "llm"]
-        scores = {s.name: s for s in [await self._command(c) for c in commands]}
+        scores: dict[str, CriterionScore] = {}
+        problems: list[str] = []
+        for criterion in commands:
+            scored = await self._command(criterion)
+            if isinstance(scored, str):  # a setup problem, not the attempt's: left out of the score
+                problems.append(scored)
+            else:
+                scores[criterion.name] = scored
         reply, sources = None, {"command"} if commands else set()
         issues: list[str] = []
         suggestions: list[str] = []
@@ -90,17 +101,23 @@ class ReviewGate:
             signs = DiffSigns.of(diff, tests_touched=tests_touched)
             scores.update({s.name: s for s in heuristic_scores(missing, signs, waived=waived)})
             sources.add("heuristic")
-        ordered = [scores[c.name] for c in self.criteria]
+        ordered = [scores[c.name] for c in self.criteria if c.name in scores]
         improvements = suggestions or improvements_of(ordered, self.criteria)
         evaluation = evaluation_of(ordered, self.criteria, self.settings.success_threshold, issues=issues,
                                    suggestions=improvements, strengths=strengths, confidence=confidence)
-        return Review(evaluation, improvements, "+".join(sorted(sources)), reply)
+        thresholds = {c.name: c.threshold for c in self.criteria}
+        below = [s.name for s in ordered if s.score < thresholds[s.name]]
+        return Review(evaluation, improvements, "+".join(sorted(sources)), reply, below, problems)
 
-    async def _command(self, criterion: QualityCriterion) -> CriterionScore:
+    async def _command(self, criterion: QualityCriterion) -> CriterionScore | str:
+        """The criterion's score from its command, or why the command cannot score anything."""
         config = criterion.evaluator_config
         result = await run_command(str(config["command"]), self.root, timeout_s=self.command_timeout_s)
         name, command = criterion.name, shorten(str(config["command"]), 60)
-        if result.timed_out or not result.started:
+        if not result.started or result.exit_code in _CANNOT_RUN:
+            return (f"criterion {name}: `{command}` cannot run here (exit {result.exit_code}: not found or not "
+                    "executable); it is left out of the score: install it or fix review.criteria")
+        if result.timed_out:
             return CriterionScore(name, 0.0, f"`{command}` did not finish", evaluator="command")
         pattern = config.get("score_pattern")
         if pattern:

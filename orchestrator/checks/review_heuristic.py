@@ -92,5 +92,8 @@ def _h(name: str, score: float, reasoning: str) -> CriterionScore:
 def improvements_of(scores: Sequence[CriterionScore], criteria: Sequence[QualityCriterion]) -> list[str]:
     """What a revision should address: the weakest criteria first, heaviest first on ties."""
     weight = {c.name: c.weight for c in criteria}
-    weak = sorted((s for s in scores if s.score < 0.8), key=lambda s: (s.score, -weight.get(s.name, 1.0)))
+    # A neutral heuristic score found nothing to fix: asking for it would only invite
+    # needless code (a try/except around a one-line sum).
+    found = [s for s in scores if s.score < 0.8 and not (s.evaluator == "heuristic" and s.score == NEUTRAL)]
+    weak = sorted(found, key=lambda s: (s.score, -weight.get(s.name, 1.0)))
     return [f"{s.name.replace('_', ' ')}: {s.reasoning}" for s in weak]

@@ -27,8 +27,14 @@ def run_history(args: argparse.Namespace) -> int:
         project = find_project(args.dir)
     except ValueError as exc:
         return _fail(str(exc), EXIT_USAGE)
-    attempts = [a for a in read_attempts(project, args.task) if args.subtask in (None, a.subtask_id)]
+    if args.json and args.patch is not None:
+        return _fail("--patch prints the patch itself; leave out --json", EXIT_USAGE)
+    every = read_attempts(project, args.task)
+    attempts = [a for a in every if args.subtask in (None, a.subtask_id)]
     if not attempts:
+        if every:
+            known = ", ".join(dict.fromkeys(a.subtask_id for a in every))
+            return _fail(f"task {args.task} has no subtask {args.subtask} (its subtasks: {known})", EXIT_NOT_FOUND)
         return _fail(f"no attempt history for task {args.task} (it has not run since history was kept, "
                      "or the id is wrong)", EXIT_NOT_FOUND)
     try:
@@ -52,7 +58,9 @@ def _print_patch(attempts: list[StoredAttempt], number: int) -> int:
     found = [a for a in attempts if a.number == number]
     if not found:
         known = ", ".join(str(a.number) for a in attempts)
-        return _fail(f"no attempt {number} (attempts kept: {known}); add --subtask to choose", EXIT_NOT_FOUND)
+        several = len({a.subtask_id for a in attempts}) > 1
+        return _fail(f"no attempt {number} (attempts kept: {known})" + ("; add --subtask to choose" if several else ""),
+                     EXIT_NOT_FOUND)
     if len(found) > 1:
         names = ", ".join(a.subtask_id for a in found)
         return _fail(f"attempt {number} exists in several subtasks ({names}); add --subtask", EXIT_USAGE)
@@ -77,8 +85,9 @@ def journey(task_id: str, attempts: list[StoredAttempt]) -> str:
             lines.append(f"  Best version: attempt {best.iteration} (score {best.score:.2f})"
                          + (f"; committed: attempt {committed.number} ({str(committed.extra['commit'])[:10]})"
                             if committed else ""))
-            lines.append(f"  Recover it: goldenloop history {task_id} --subtask {subtask} --patch {best.iteration}"
-                         " | git apply")
+            base = str(best.extra.get("base") or "")[:12] or "<the subtask's base>"
+            lines.append(f"  Recover it on its base: git checkout {base} && goldenloop history {task_id} "
+                         f"--subtask {subtask} --patch {best.iteration} | git apply")
     return "\n".join(lines)
 
 

@@ -246,6 +246,9 @@ class SubtaskRun:
         self.patches[self.attempt] = self.current_patch or ""
         self.passing.append(self._version(review.evaluation))
         if kept:
+            if not review.evaluation.satisfactory:  # kept, yet short of the bar: no revision is left
+                self.event("review_accepted_low", attempt=self.attempt, score=round(review.score, 4),
+                           threshold=settings.success_threshold, why="no revision left")
             result = await self.accept(summary)
             self.record(judged.outcome, summary, started, verdict, executed=executed)
             return result

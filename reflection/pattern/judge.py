@@ -129,7 +129,7 @@ async def judge_with_model(
             raise ValueError("the reply holds no JSON object")
         return judged_from_reply(obj, criteria, reply)
     except Exception as exc:  # noqa: BLE001 - a judge that fails leaves the heuristic to score
-        log.warning("judging by %s failed (%s); using the heuristic", model.name, reason_of(exc))
+        log.warning("judging by %s failed (%s); its criteria are scored without it", model.name, reason_of(exc))
         return None
 
 

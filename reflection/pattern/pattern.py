@@ -380,7 +380,10 @@ class ReflectionPattern:
 
 def _model(model: ChatModel | str | None) -> ChatModel | None:
     if isinstance(model, str):
-        from reflection.llm import LiteLLMModel  # a name: the client, litellm itself stays lazy
+        from reflection.llm import LiteLLMModel, missing_api_key  # a name: litellm itself stays lazy
 
+        problem = missing_api_key(model)  # else every judge call fails, and every version scores 0
+        if problem:
+            raise ValueError(problem)
         return LiteLLMModel(model)
     return model

@@ -127,6 +127,8 @@ async def test_a_session_past_max_reflections_is_refused_with_409(serve: Serve, 
      "maxInsights is invalid"),
     (orjson.dumps({"projectPath": "relative/x", "sessionId": "s", "conversation": conversation()}),
      "must be an absolute path"),
+    (orjson.dumps({"projectPath": "/x", "sessionId": "s", "conversation": conversation(), "maxInsight": 3}),
+     "the field maxInsight is not one this endpoint reads"),
 ])
 async def test_a_bad_body_is_a_400_naming_the_problem(serve: Serve, body: bytes, words: str) -> None:
     async with serve() as client:

@@ -30,6 +30,8 @@ async def test_a_token_is_needed_everywhere_but_health(serve: Serve, project: Pa
         assert refused.status_code == 401 and refused.json()["success"] is False
         assert refused.headers["www-authenticate"] == "Bearer"
     assert health.status_code == 200 and right.status_code == 200
+    assert "Bearer" in other_scheme.json()["error"] and "not a Basic one" in other_scheme.json()["error"]
+    assert wrong.json()["error"] == "the bearer token is wrong"
     assert len(history_file(project).read_bytes().splitlines()) == 1
 
 

@@ -202,3 +202,39 @@ def test_a_reflection_prompt_file_without_the_failure_is_refused(git_repo: Path,
                         config={"reflexion": {"promptFile": "reflect.md"}})
     assert do_one_task(repo) == 2
     assert "must contain {failure}" in capsys.readouterr().err
+
+
+def test_a_review_command_that_cannot_run_is_left_out_and_a_low_review_is_said_when_committed(
+        git_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    review = {"enabled": True, "useLLM": False, "revisions": 0,
+              "criteria": [{"name": "lint", "weight": 0.5, "command": "no-such-linter-xyz --check ."},
+                           {"name": "test_coverage", "weight": 0.5}]}
+    repo = make_project(git_repo, [{"match": "Task T-1:", "reply": SWALLOWING_ADD}],
+                        config={**REVIEWED, "review": review})
+
+    assert do_one_task(repo) == 0
+
+    (reviewed,) = events_of(repo, "reviewed")
+    assert [c["name"] for c in reviewed["criteria"]] == ["test_coverage"]  # lint could not score anything
+    assert "no-such-linter-xyz" in reviewed["problems"][0] and "cannot run here" in reviewed["problems"][0]
+    assert events_of(repo, "revision_asked") == []  # a setup problem is not the attempt's to fix
+    (low,) = events_of(repo, "review_accepted_low")
+    assert low["why"] == "no revision left"
+    out = capsys.readouterr().out
+    assert "not scored: criterion lint" in out and "committing although the review" in out
+
+
+def test_history_says_which_subtask_is_unknown_and_refuses_json_with_a_patch(
+        git_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = make_project(git_repo, [{"match": "Task T-1:", "reply": SWALLOWING_ADD}, {"match": JUDGED, "reply": GOOD}],
+                        config=REVIEWED)
+    assert do_one_task(repo) == 0
+    capsys.readouterr()
+    assert main(["history", "T-1", "--dir", str(repo), "--subtask", "T-1.9"]) == 1
+    assert "task T-1 has no subtask T-1.9 (its subtasks: T-1.1)" in capsys.readouterr().err
+    assert main(["history", "T-1", "--dir", str(repo), "--patch", "1", "--json"]) == 2
+    assert main(["history", "T-1", "--dir", str(repo), "--patch", "7"]) == 1
+    assert "--subtask" not in capsys.readouterr().err  # one subtask: nothing to choose
+    assert main(["history", "T-1", "--dir", str(repo)]) == 0
+    base = git(repo, "rev-parse", f"{task_commit(repo)}~1").strip()[:12]
+    assert f"git checkout {base} && goldenloop history T-1" in capsys.readouterr().out
