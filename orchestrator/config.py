@@ -76,15 +76,30 @@ class ReflexionConfig(_ConfigModel):
 
 
 EditFormatSetting = Literal["auto", "whole", "search-replace", "diff"]
+# Coding agents with a preset (orchestrator/executors/presets.py): their headless
+# invocation, their output read for cost, tokens, session id and final message.
+AGENT_PRESETS = ("claude-code", "codex", "aider", "mini-swe-agent", "openhands")
+ExecutorKind = Literal["builtin", "command", "claude-code", "codex", "aider", "mini-swe-agent", "openhands"]
 
 
 class ExecutorConfig(_ConfigModel):
     """Who edits the code: the builtin LLM editor or an external agent command."""
 
-    kind: Literal["builtin", "command"] = "builtin"
+    kind: ExecutorKind = "builtin"
     # A shell template; `{prompt_file}` and `{repo}` are filled in by the executor.
     command: str | None = Field(default=None, min_length=1)
     timeout_seconds: float = Field(default=900, gt=0)
+    # For an agent preset: the program (None: the preset's usual name on PATH), the model
+    # it should use (None: its own default), its turn limit and permission mode (None: the
+    # preset's default), and arguments added after the preset's own.
+    program: str | None = Field(default=None, min_length=1)
+    agent_model: str | None = Field(default=None, min_length=1)
+    max_turns: int | None = Field(default=None, ge=1)
+    permission_mode: str | None = Field(default=None, min_length=1)
+    extra_args: list[str] = Field(default_factory=list)
+    # Reflections reach an agent in its prompt file; with this on, also in the agent's own
+    # memory file (CLAUDE.md, AGENTS.md, ...) for the attempt, put back afterwards.
+    memory_file: bool = False
     max_context_bytes: int = Field(default=60_000, ge=1)
     # How the builtin executor asks the model to write its edits (docs/EDIT_FORMAT.md):
     # auto chooses by file size and by what the model managed before.
