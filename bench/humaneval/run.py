@@ -33,6 +33,7 @@ from collections.abc import Iterator
 import anyio
 
 from bench.humaneval.build import build_repo, project_config
+from bench.humaneval.chart import write_html
 from bench.humaneval.control import run_control
 from bench.humaneval.modes import CONTROL, FIXED_TRIALS, MAX_ATTEMPTS, MODES, Mode, parse_modes
 from bench.humaneval.options import RunOptions
@@ -69,6 +70,7 @@ async def run_benchmark(options: RunOptions) -> ResultFile:
             await runner(options, results, mode).run()
     finally:
         write_markdown(results, options.markdown_path)
+        write_html(results, options.markdown_path.with_suffix(".html"))
     return results
 
 

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import anyio
 import orjson
 
+from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
 from orchestrator.batch.worktree import MergeConflict, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
@@ -357,6 +358,8 @@ async def _run_repository(directory: Path, run_id: str, options: OvernightOption
 def _write_summaries(session: ProjectSession, report: RepoReport) -> None:
     stop = report.stop_reason = report.stop_reason or "interrupted"  # the summary file says it too
     write_progress(session.project_dir, report.run_id, report.outcomes, stop_reason=stop, meter=session.run_meter)
+    write_morning_report(session.project_dir, report.run_id, report.outcomes, stop_reason=stop,
+                         meter=session.run_meter)
     path = Layout(session.project_dir).run_summary(report.run_id)
     atomic_write(path, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n")
     session.runlog.event("run_stopped", reason=stop, summary=str(path))  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import anyio
 
+from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
 from orchestrator.commands.console import interruptible, overrides_from, say, setup_output
 from orchestrator.loop.outcome import TaskOutcome
@@ -56,6 +57,8 @@ def _summarise(session: ProjectSession, outcomes: list[TaskOutcome], reason: str
     write_progress(
         session.project_dir, session.runlog.run_id, outcomes, stop_reason=reason, meter=session.run_meter
     )
+    write_morning_report(session.project_dir, session.runlog.run_id, outcomes, stop_reason=reason,
+                         meter=session.run_meter)
 
 
 def _print_outcome(outcome: TaskOutcome, session: ProjectSession, json_mode: bool) -> None:

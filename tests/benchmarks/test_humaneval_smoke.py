@@ -8,6 +8,7 @@ never a pass rate: the script decides every outcome.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,9 @@ def test_smoke_run_builds_repos_runs_three_modes_and_writes_the_table(tmp_path):
     assert "| reflexion retries | 100.0% (5/5) | 100.0% (12/12) | whole 9 | 3 | 3 |" in table
     assert "| single attempt | 5/5 | 60.0% (3) | — | — | — | 0 |" in table
     assert "| HumanEval/4 | fail (1) | fail (4) | pass at 2 |" in table
+    page = options.markdown_path.with_suffix(".html").read_text()  # the chart of pass-after-k per mode
+    assert page.count("<polyline") == 3 and "reflexion retries" in page and "<td>80.0% (4)</td>" in page
+    assert not re.search(r'=[^"\s>]*/>', page)  # an unquoted value before "/>" hid every line in Chromium
 
     # Run again: every problem is finished, so nothing runs and nothing changes.
     logs_before = run_logs(tmp_path / "work")

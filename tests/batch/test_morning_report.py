@@ -1,0 +1,42 @@
+"""The morning report: a self-contained page per run, next to the run's summary."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from projects import FIX_ADD, do_one_task, make_project, task
+
+from orchestrator.cli import overnight_main
+
+REFUSAL = "I cannot see how to do this, so I changed nothing."
+
+
+def report_of(repo: Path) -> str:
+    (page,) = (repo / ".openagents" / "runs").glob("*.html")
+    return page.read_text()
+
+
+def test_an_overnight_run_leaves_a_page_with_each_task_its_timeline_and_what_went_wrong(git_repo: Path) -> None:
+    tasks = [task("T-1", "Fix add"),
+             task("T-2", "Document the token sk-proj-4fGh8JkLmN2pQrStUvWxYz01AbCdEf", priority=2)]
+    replies = [{"match": "Task T-1:", "reply": FIX_ADD}, {"match": "Task T-2:", "reply": REFUSAL, "times": None}]
+    repo = make_project(git_repo, replies, tasks=tasks, config={"reflexion": {"useLLM": False, "maxRetries": 1}})
+
+    assert overnight_main([str(repo), "--max-tasks", "2"]) == 1  # T-2 ends blocked
+
+    page = report_of(repo)
+    assert page.startswith("<!doctype html>") and "<script" not in page and "http" not in page  # self-contained
+    assert "1 of 2 task(s) closed" in page
+    assert re.search(r"<td>T-1</td><td>Fix add</td><td><span[^>]*>closed</span></td><td>1</td>", page)
+    assert re.search(r"<td>T-2</td>.*?>blocked</span></td><td>2</td>", page)
+    assert page.count("<rect ") == 2  # one bar per task on the timeline
+    assert "<details open><summary>T-2" in page and "<details><summary>T-1" in page  # what needs a human, unfolded
+    assert "sk-proj-4fGh8" not in page  # redacted, like everything a run writes
+    assert not re.search(r'=[^"\s>]*/>', page)  # no unquoted value swallowing a "/>": browsers misread that
+
+
+def test_do_one_task_writes_the_page_too(git_repo: Path) -> None:
+    repo = make_project(git_repo, [{"match": "Task T-1:", "reply": FIX_ADD}], config={"reflexion": {"useLLM": False}})
+    assert do_one_task(repo) == 0
+    assert "committed" in report_of(repo) and "Fix add" in report_of(repo)
