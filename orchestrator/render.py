@@ -50,7 +50,8 @@ class HumanLines:
         text = render(event) if render else None
         if text:
             if self.prefix_task and event.get("taskId"):
-                text = f"[{event['taskId']}] {text.strip()}"
+                where = f"{event['repo']} " if event.get("repo") else ""  # repositories run side by side
+                text = f"[{where}{event['taskId']}] {text.strip()}"
             self.out.write(text + "\n")
             self.out.flush()
 

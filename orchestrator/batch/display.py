@@ -54,6 +54,8 @@ class LiveDisplay(AbstractContextManager):
 
     def __call__(self, event: Event) -> None:
         kind, task = event.get("event"), event.get("taskId")
+        if task and event.get("repo"):  # repositories side by side may share task ids
+            task = f"{event['repo']} {task}"
         if kind == "task_started":
             self.running[task] = "planning"
         elif kind == "attempt_started":
@@ -132,8 +134,9 @@ def print_summary(
         for report in reports:
             out({"event": "summary", **report.summary()})
         return
+    several = sum(bool(r.outcomes) for r in reports) > 1  # then say whose each task is
     rows = [
-        (o.task_id, o.status, str(o.attempts), str(o.reflections),
+        ((f"{r.project_dir.name} " if several else "") + o.task_id, o.status, str(o.attempts), str(o.reflections),
          " ".join(c[:8] for c in o.commits) or "-", o.meter.cost_text(), f"{o.duration_s:.1f}s")
         for r in reports for o in r.outcomes
     ]

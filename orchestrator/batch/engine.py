@@ -14,6 +14,7 @@ be killed at any moment.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -101,10 +102,12 @@ class RepoReport:
 class RepoRun:
     """One repository's share of an overnight run."""
 
-    def __init__(self, session: ProjectSession, budget: Budget, parallel: int) -> None:
+    def __init__(self, session: ProjectSession, budget: Budget, parallel: int,
+                 slots: anyio.CapacityLimiter | None = None) -> None:
         self.session = session
         self.budget = budget
         self.parallel = parallel
+        self.slots = slots  # tasks in flight across every repository of the run; None: this one's workers
         c = session.config
         self.own_max_tasks = c.max_tasks_per_run
         self.own_seconds = c.max_runtime_minutes * 60 if c.max_runtime_minutes else None
@@ -185,7 +188,8 @@ class RepoRun:
                 self.report.stop_reason = self.report.stop_reason or "backlog empty"
                 return
             try:
-                outcome = await self.run_with_deadline(task, slot)
+                async with self.slots or contextlib.nullcontext():
+                    outcome = await self.run_with_deadline(task, slot)
             finally:
                 self.running.discard(task.id)
             self.record(outcome)
@@ -304,8 +308,15 @@ class OvernightOptions:
 
 
 async def run_overnight_async(options: OvernightOptions) -> list[RepoReport]:
-    """Every repository in turn; refusals are reported, never raised."""
+    """Every repository in turn, or all at once with --parallel K (K tasks in flight across
+    them); refusals are reported, never raised."""
     run_id = new_run_id()
+    if (options.parallel or 1) > 1 and len(options.dirs) > 1:
+        slots = anyio.CapacityLimiter(options.parallel or 1)
+        async with anyio.create_task_group() as group:
+            for directory in options.dirs:
+                group.start_soon(_run_repository, directory.resolve(), run_id, options, slots)
+        return options.reports
     for number, directory in enumerate(options.dirs):
         await _run_repository(directory.resolve(), run_id, options)
         if options.budget.max_tasks is not None and options.budget.started_tasks >= options.budget.max_tasks:
@@ -316,10 +327,12 @@ async def run_overnight_async(options: OvernightOptions) -> list[RepoReport]:
     return options.reports
 
 
-async def _run_repository(directory: Path, run_id: str, options: OvernightOptions) -> None:
+async def _run_repository(directory: Path, run_id: str, options: OvernightOptions,
+                          slots: anyio.CapacityLimiter | None = None) -> None:
     runlog = RunLog(directory, run_id, persist=False)  # a refused folder gets no files
     for listener in options.listeners:
-        runlog.subscribe(listener)
+        # Repositories side by side share a screen, and their task ids may be the same.
+        runlog.subscribe(listener if slots is None else _naming(listener, directory.name))
     session = ProjectSession(directory, options.overrides, runlog, run_meter=options.budget.meter)
     try:
         session.open()
@@ -335,7 +348,7 @@ async def _run_repository(directory: Path, run_id: str, options: OvernightOption
             runlog.event("notice", message=notice)
         session.notices.clear()
         parallel = options.parallel or session.config.parallel_execution
-        run = RepoRun(session, options.budget, parallel)
+        run = RepoRun(session, options.budget, parallel, slots)
         if run.max_cost() is not None:
             unknown = [m for m in session.models_in_use() if not price_known(m)]
             if unknown:
@@ -353,6 +366,10 @@ async def _run_repository(directory: Path, run_id: str, options: OvernightOption
             _write_summaries(session, run.report)
     finally:
         session.close()
+
+
+def _naming(listener: Listener, repo: str) -> Listener:
+    return lambda event: listener({**event, "repo": repo})
 
 
 def _write_summaries(session: ProjectSession, report: RepoReport) -> None:

@@ -710,3 +710,44 @@ def test_a_repository_the_task_budget_never_reached_is_named_in_the_summary(tmp_
     out = capsys.readouterr().out
     assert f"{second}: not started: task count reached (1)" in out
     assert tasks_on_disk(second)["T-1"]["status"] == "open"
+
+
+MEET = '''import pathlib
+import time
+
+import meet  # the attempt writes it: before that, nothing waits
+
+SHARED = pathlib.Path({shared!r})
+
+
+def test_both_repositories_run_at_once():
+    (SHARED / {me!r}).write_text("here")
+    deadline = time.monotonic() + 30  # a guard, never a measurement: the other test arrives or it fails
+    while not (SHARED / {other!r}).exists():
+        assert time.monotonic() < deadline, "the other repository's task never ran at the same time"
+        time.sleep(0.05)
+'''
+
+
+@pytest.mark.slow
+def test_parallel_runs_repositories_at_the_same_time(tmp_path, capsys):
+    """Each repository's test passes only while the other's runs: one after the other, both fail."""
+    shared = tmp_path / "meeting-point"
+    shared.mkdir()
+    repos = []
+    for me, other in (("a", "b"), ("b", "a")):
+        repos.append(make_project(
+            init_repo(tmp_path / me), [{"match": "Task T-1", "reply": write_file("meet.py", "HERE = True\n")}],
+            files={"test_meet.py": MEET.format(shared=str(shared), me=me, other=other)},
+            config={"testCommands": [f"{PY} -m pytest -q -p no:cacheprovider test_meet.py"],
+                    "retry": {"preflight": False}, "reflexion": {"maxRetries": 0, "useLLM": False}},
+        ))
+
+    assert overnight(*repos, "--parallel", "2", "--json") == 0
+
+    out = capsys.readouterr().out
+    summaries = json_summaries(out)
+    assert sorted(outcomes(s)["T-1"] for s in summaries) == ["closed", "closed"]
+    assert all(status(repo) == "" for repo in repos)
+    closed = [json.loads(line) for line in out.splitlines() if '"task_closed"' in line]
+    assert sorted(e["repo"] for e in closed) == ["a", "b"]  # both say whose T-1 they are
