@@ -278,6 +278,23 @@ class MemoryConfig(_ConfigModel):
         return template
 
 
+class WorktreeConfig(_ConfigModel):
+    """What a parallel worker's worktree gets that git does not carry: globs relative to the
+    repository, of untracked or ignored paths. Linked ones are shared with your checkout
+    (an agent installing into a linked .venv changes yours); copied ones are the worker's."""
+
+    link: list[str] = Field(default_factory=lambda: [".venv", "node_modules"])
+    copy_: list[str] = Field(default_factory=lambda: [".env*"], alias="copy")
+
+    @field_validator("link", "copy_")
+    @classmethod
+    def _inside(cls, globs: list[str]) -> list[str]:
+        for glob in globs:
+            if not glob.strip() or glob.startswith("/") or ".." in Path(glob).parts:
+                raise ValueError(f"{_show(glob)} must be a path or glob inside the repository")
+        return globs
+
+
 class ProjectConfig(_ConfigModel):
     """The whole of `.openagents/project.json`, every key with its default."""
 
@@ -307,6 +324,7 @@ class ProjectConfig(_ConfigModel):
     retry: RetryConfig = Field(default_factory=RetryConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
+    worktree: WorktreeConfig = Field(default_factory=WorktreeConfig)
     parallel_execution: int = Field(default=1, ge=1)  # overnight workers
     # On escalation: put the subtask's base tree back, or leave the last attempt's edits.
     failure_cleanup: Literal["restore", "keep"] = "restore"

@@ -121,7 +121,8 @@ class RepoRun:
         self.started = 0  # tasks claimed in this repository (maxTasksPerRun)
         self.claims = threading.Lock()  # checking the task count and claiming are one step
         self.infra_failures = 0
-        self.worktrees = Worktrees(session.project_dir) if parallel > 1 else None
+        w = c.worktree
+        self.worktrees = Worktrees(session.project_dir, link=w.link, copy=w.copy_) if parallel > 1 else None
         self.trees: list[Worktree] = []  # every worker's, removed when the run ends
         self.main_lock = anyio.Lock()
 

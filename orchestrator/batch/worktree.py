@@ -7,6 +7,11 @@ which costs less than a worktree added and removed per task and needs no lock on
 main checkout. When a task closes, its commits are rebased onto the base branch's tip and
 fast-forwarded into it; a conflict keeps them on branch `goldenloop/<taskId>` for a human.
 The worktrees are removed when the run ends, however it ends.
+
+What a build needs but git does not carry (`worktree.link`, `worktree.copy`: a `.venv`,
+`node_modules`, `.env` files) is linked or copied into each worktree after it is added
+and after each reset, which removes it with everything untracked. Only paths git ignores
+in the repository are provided: anything else would look like the attempt's own change.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import contextlib
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,8 +53,9 @@ class Worktree:
 
 
 class Worktrees:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, link: Sequence[str] = (), copy: Sequence[str] = ()) -> None:
         self.root = root
+        self.link, self.copy = tuple(link), tuple(copy)
         digest = hashlib.sha256(str(root).encode()).hexdigest()[:10]
         self.home = Path(tempfile.gettempdir()) / "goldenloop-worktrees" / f"{root.name}-{digest}"
 
@@ -79,7 +86,28 @@ class Worktrees:
         self.home.mkdir(parents=True, exist_ok=True)
         # --force: a registered worktree whose folder is gone (a crash) is taken over.
         self._git("worktree", "add", "--force", "--quiet", "--detach", str(path), base)
-        return Worktree(path, base)
+        tree = Worktree(path, base)
+        self.provide(tree)
+        return tree
+
+    def provide(self, tree: Worktree) -> None:
+        """Link and copy the configured ignored paths of the repository into `tree`."""
+        for globs, how in ((self.link, "link"), (self.copy, "copy")):
+            for source in self._ignored_matches(globs):
+                target = tree.path / source.relative_to(self.root)
+                if target.exists() or target.is_symlink():  # tracked, or provided already
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if how == "link":
+                    target.symlink_to(source, target_is_directory=source.is_dir())
+                elif source.is_dir():
+                    shutil.copytree(source, target, symlinks=True)
+                else:
+                    shutil.copy2(source, target)
+
+    def _ignored_matches(self, globs: Sequence[str]) -> list[Path]:
+        matches = sorted({p for glob in globs for p in self.root.glob(glob)} - {self.root / ".git"})
+        return [p for p in matches if self._try("check-ignore", "-q", str(p.relative_to(self.root)))]
 
     def start(self, tree: Worktree, task_id: str, base: str) -> None:
         """Make `tree` what a fresh worktree at `base` would be, for `task_id`: whatever
@@ -93,6 +121,7 @@ class Worktrees:
         self._git("reset", "--quiet", "--hard", base, cwd=tree.path)
         self._git("clean", "-ffdxq", cwd=tree.path)
         tree.base = base
+        self.provide(tree)
 
     def integrate(self, tree: Worktree) -> list[str]:
         """Bring the task's commits (on the worktree's HEAD) onto the base branch; returns

@@ -751,3 +751,38 @@ def test_parallel_runs_repositories_at_the_same_time(tmp_path, capsys):
     assert all(status(repo) == "" for repo in repos)
     closed = [json.loads(line) for line in out.splitlines() if '"task_closed"' in line]
     assert sorted(e["repo"] for e in closed) == ["a", "b"]  # both say whose T-1 they are
+
+
+BUILD_INPUTS = '''import pathlib
+
+
+def test_the_build_inputs_git_does_not_carry_are_there():
+    assert pathlib.Path(".venv/marker.txt").read_text() == "the venv"
+    assert pathlib.Path(".env").read_text() == "API_URL=http://localhost"
+'''
+
+
+@pytest.mark.slow
+def test_parallel_worktrees_get_the_venv_linked_and_the_env_file_copied(tmp_path, capsys):
+    repo = make_project(
+        init_repo(tmp_path / "repo"),
+        [{"match": "Task T-1", "reply": write_file("greet.py", GREET)},
+         {"match": "Task T-2", "reply": write_file("negate.py", NEGATE)}],
+        tasks=[task("T-1", "Add greet"), task("T-2", "Add negate")],
+        files={"test_inputs.py": BUILD_INPUTS},
+        config={"testCommands": [f"{PY} -m pytest -q -p no:cacheprovider test_inputs.py"],
+                "reflexion": {"maxRetries": 0, "useLLM": False}},
+    )
+    (repo / ".gitignore").write_text((repo / ".gitignore").read_text() + ".venv/\n.env\n")
+    git(repo, "commit", "-qam", "ignore the build inputs")
+    (repo / ".venv").mkdir()
+    (repo / ".venv" / "marker.txt").write_text("the venv")
+    (repo / ".env").write_text("API_URL=http://localhost")
+
+    assert overnight(repo, "--parallel", "2", "--json") == 0
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert outcomes(summary) == {"T-1": "closed", "T-2": "closed"}
+    assert (repo / ".venv" / "marker.txt").read_text() == "the venv"  # removing the worktrees kept yours
+    assert (repo / ".env").read_text() == "API_URL=http://localhost"
+    assert status(repo) == ""
