@@ -10,7 +10,12 @@ goldenloop process (target <= 60 MiB), whether litellm was imported, the wall ti
 `--help` of each command (target < 0.3 s, no litellm), the time to report a missing API
 key (target < 0.5 s), and where the CPU time of one fresh run goes.
 
-    .venv/bin/python bench/startup_bench.py [--pairs 7] [--help-runs 5]
+With `--baseline DIR` (an older tree of this repository, e.g. from `git archive`), it also
+runs a command-executor project with heuristic reflections and no API key set, from both
+trees in turn: the wall time and peak RSS of each (paired runs, medians), its exit code,
+and whether litellm was imported. Such a project calls no model, so it needs no key.
+
+    .venv/bin/python bench/startup_bench.py [--pairs 7] [--help-runs 5] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -165,6 +170,62 @@ def missing_key(root: Path, runs: int) -> tuple[list[float], str, bool]:
     return times, message, litellm_imported(cmd, env)
 
 
+# -- a project that calls no model, with no key: before and after -------------------
+
+# Models of the key-free runs: one the key table knows, one it did not (a bare claude-* name).
+KEY_FREE_MODELS = ("gpt-4o-mini", "claude-sonnet-4-5")
+# argv[1]: the tree whose code runs, put first on sys.path (before the installed one).
+IN_TREE = ("import sys\nsys.path.insert(0, sys.argv.pop(1))\nfrom orchestrator.cli import do_one_task_main\n"
+           "sys.exit(do_one_task_main(sys.argv[1:]))")
+
+
+@dataclass
+class Timed:
+    wall_s: float
+    maxrss_mib: float
+    code: int
+
+
+def run_in_tree(tree: Path, work: Path, env: dict[str, str]) -> Timed:
+    """A fresh do-one-task from `tree`'s code, timed."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", IN_TREE, str(tree), "--dir", str(work)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Timed(time.perf_counter() - start, ru.ru_maxrss / 1024, proc.returncode)
+
+
+def key_free_config(model: str) -> dict:
+    """The command executor, heuristic reflections, decomposition at its default (the task is short)."""
+    return {"testCommands": [TEST_COMMAND], "defaultModel": model,
+            "executor": {"kind": "command", "command": AGENT_COMMAND}, "reflexion": {"useLLM": False}}
+
+
+def key_free_runs(root: Path, trees: dict[str, Path], model: str, pairs: int) -> dict[str, list[Timed]]:
+    """Each tree in turn on a fresh copy, `pairs` times: alternation spreads the machine's load."""
+    template = make_template(root / f"keyless-{model}", key_free_config(model))
+    runs: dict[str, list[Timed]] = {name: [] for name in trees}
+    for _ in range(pairs):
+        for name, tree in trees.items():
+            runs[name].append(run_in_tree(tree, fresh_copy(template, root), clean_env()))
+    return runs
+
+
+def report_key_free(root: Path, baseline: Path, pairs: int) -> None:
+    trees = {"before": baseline.resolve(), "after": Path(__file__).resolve().parent.parent}
+    print(f"\ncommand executor, heuristic reflections, no API key set ({pairs} pairs, medians):")
+    for model in KEY_FREE_MODELS:
+        runs = key_free_runs(root, trees, model, pairs)
+        for name, tree in trees.items():
+            timed = runs[name]
+            work = fresh_copy(make_template(root / f"probe-{model}-{name}", key_free_config(model)), root)
+            imported = litellm_imported([sys.executable, "-c", IN_TREE, str(tree), "--dir", str(work)], clean_env())
+            print(f"  {model:<18} {name:<6} wall {statistics.median(t.wall_s for t in timed) * 1000:6.0f} ms, "
+                  f"peak RSS {statistics.median(t.maxrss_mib for t in timed):5.1f} MiB, "
+                  f"exit {sorted({t.code for t in timed})}, litellm imported: {'yes' if imported else 'no'}")
+
+
 # -- where the time goes --------------------------------------------------------------
 
 
@@ -242,7 +303,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=7)
     parser.add_argument("--help-runs", type=int, default=5)
+    parser.add_argument("--baseline", type=Path, help="an older tree to compare the key-free run with")
+    parser.add_argument("--key-free-only", action="store_true", help="only the key-free comparison")
     args = parser.parse_args()
+    if args.key_free_only:
+        with tempfile.TemporaryDirectory(prefix="goldenloop-startup-") as tmp:
+            report_key_free(Path(tmp), args.baseline or Path(__file__).resolve().parent.parent, args.pairs)
+        return
     with tempfile.TemporaryDirectory(prefix="goldenloop-startup-") as tmp:
         root = Path(tmp)
         template = make_template(root, command_config())
@@ -279,6 +346,8 @@ def main() -> None:
         print(f"\nwhere the CPU time of one fresh run goes (total {sum(s for _, s in rows) * 1000:.0f} ms):")
         for what, seconds in rows:
             print(f"  {what:<46} {seconds * 1000:6.0f} ms")
+        if args.baseline:
+            report_key_free(root, args.baseline, args.pairs)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,10 @@ def do_one_task_parser() -> argparse.ArgumentParser:
 def _add_shared(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="M", help="litellm model name (overrides project.json)")
     parser.add_argument(
+        "--api-base", metavar="URL",
+        help="the model server's base URL, e.g. http://localhost:8000/v1 for vLLM (overrides model.apiBase)",
+    )
+    parser.add_argument(
         "--no-reflexion", action="store_true", help="retry with the raw failure only, no reflections"
     )
     parser.add_argument("--max-retries", type=_number(int, 0), metavar="N", help="retries per subtask (default 3)")

@@ -10,7 +10,8 @@ a typo is the likeliest cause.
 
 Environment overrides, for batch runs that must flip a switch without editing the file:
 `GOLDENLOOP_REFLEXION` (on/off, 1/0, true/false, yes/no) -> `reflexion.enabled`,
-`GOLDENLOOP_MODEL` -> `defaultModel`, `GOLDENLOOP_REFLECTION_MODEL` -> `reflexion.model`.
+`GOLDENLOOP_MODEL` -> the model in effect (over `model.name` and `defaultModel`),
+`GOLDENLOOP_REFLECTION_MODEL` -> `reflexion.model`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self
+from urllib.parse import urlsplit
 
 import orjson
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -147,6 +149,38 @@ class TimeoutsConfig(_ConfigModel):
 
     verify_seconds: float = Field(default=600, gt=0)
     model_seconds: float = Field(default=120, gt=0)
+
+
+def url_problem(url: str) -> str | None:
+    """What makes `url` unusable as a model endpoint, as a phrase; None if nothing."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"must be an http:// or https:// URL, e.g. http://localhost:8000/v1 (got {_show(url)})"
+    return None
+
+
+class ModelConfig(_ConfigModel):
+    """The model every call uses and where it is served: any litellm name, and for a local
+    server or a gateway (vLLM, llama.cpp, Ollama, LM Studio) its base URL.
+
+    `name`, when set, wins over the top-level `defaultModel` (kept for older files);
+    GOLDENLOOP_MODEL and --model win over both. `apiBase` is passed to every model call
+    (chat and embeddings); `apiKeyEnv` names the environment variable holding the key,
+    read at call time. A local endpoint needs no key.
+    """
+
+    name: str | None = Field(default=None, min_length=1)
+    api_base: str | None = Field(default=None, min_length=1)
+    # The name of a variable, never the key: project.json is committed.
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @field_validator("api_base")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        problem = None if url is None else url_problem(url)
+        if problem:
+            raise ValueError(problem)
+        return url
 
 
 class RetryConfig(_ConfigModel):
@@ -302,7 +336,10 @@ class ProjectConfig(_ConfigModel):
     default_branch: str = Field(default="main", min_length=1)
     test_commands: list[str] = Field(default_factory=list)
     typecheck_commands: list[str] = Field(default_factory=list)
-    default_model: str = Field(default="gpt-4o-mini", min_length=1)  # any litellm model name
+    # Any litellm model name; model.name wins when set (see ModelConfig). After loading,
+    # this holds the model in effect: model.name folded in, then the overrides.
+    default_model: str = Field(default="gpt-4o-mini", min_length=1)
+    model: ModelConfig = Field(default_factory=ModelConfig)
     # Sampling temperature of every model call; None: the provider's default (a local
     # server's default is often 0.8, which is noisy for code; 0 is greedy).
     model_temperature: float | None = Field(default=None, ge=0, le=2)
@@ -332,6 +369,13 @@ class ProjectConfig(_ConfigModel):
     # Once tasks.jsonl holds more closed tasks than this, all but the most recently closed
     # fifth of it move to .openagents/archive/tasks-<year>.jsonl; 0: never.
     archive_closed_over: int = Field(default=ARCHIVE_OVER, ge=0)
+
+    @model_validator(mode="after")
+    def _model_name_wins(self) -> Self:
+        # Folded here so that every reader of default_model (the loop, agent names) agrees.
+        if self.model.name is not None:
+            self.default_model = self.model.name
+        return self
 
     @property
     def checks(self) -> CheckSettings:
@@ -580,6 +624,8 @@ def _describe(error: ErrorDetails) -> str:
         reason = str(ctx.get("error", error["msg"]))
         return f"{CONFIG_NAME}: {path}: {reason}" if path else f"{CONFIG_NAME}: {reason}"
     phrase = _TYPE_PHRASES.get(kind) or _constraint_phrase(kind, ctx) or _fallback(error)
+    if kind == "string_pattern_mismatch":  # model.apiKeyEnv: what was written may be a key, never shown
+        return f"{CONFIG_NAME}: {path} {phrase}"
     return f"{CONFIG_NAME}: {path} {phrase} (got {_show(error['input'])})"
 
 
@@ -596,6 +642,8 @@ def _constraint_phrase(kind: str, ctx: dict[str, Any]) -> str | None:
         return f"must have at least {ctx['min_length']} item{'s' if ctx['min_length'] != 1 else ''}"
     if kind == "literal_error":
         return f"must be one of {ctx['expected']}"
+    if kind == "string_pattern_mismatch":  # model.apiKeyEnv is the only patterned key
+        return "must be the name of an environment variable (letters, digits and _), not the key itself"
     return None
 
 

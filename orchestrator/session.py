@@ -23,7 +23,7 @@ import orjson
 
 from orchestrator.budget import BudgetExceeded, SpendLimit, combine
 from orchestrator.checks.convergence import StopReason
-from orchestrator.config import ConfigError, ProjectConfig, PromptTemplates, load_config, prompt_templates
+from orchestrator.config import ConfigError, ProjectConfig, PromptTemplates, load_config, prompt_templates, url_problem
 from orchestrator.executors.base import Executor
 from orchestrator.journal import Journal
 from orchestrator.layout import Layout
@@ -72,6 +72,7 @@ class Overrides:
     reflexion: bool | None = None
     max_retries: int | None = None
     allow_dirty: bool = False
+    api_base: str | None = None  # --api-base: wins over model.apiBase
 
 
 @dataclass
@@ -144,6 +145,11 @@ class ProjectSession:
         update: dict = {"reflexion": reflexion}
         if o.model:
             update["default_model"] = o.model
+        if o.api_base:
+            problem = url_problem(o.api_base)
+            if problem:
+                raise UserError(f"--api-base {problem}")
+            update["model"] = config.model.model_copy(update={"api_base": o.api_base})
         config = config.model_copy(update=update)
         if not (config.test_commands or config.typecheck_commands):
             where = "project.json sets no" if loaded.path else "there is no .openagents/project.json to set"
@@ -219,10 +225,18 @@ class ProjectSession:
         ours = {rel for rel, v in verdicts.items() if v}
         return ours, {rel for rel, v in verdicts.items() if v is False}, sorted(r for r, v in verdicts.items() if v is None)
 
-    def models_in_use(self) -> list[str]:
+    def models_in_use(self, tasks: Sequence[Task] | None = None) -> list[str]:
+        """The models a run of `tasks` can call (default: every task not yet closed).
+
+        The main model for the builtin executor, or for planning a task long enough to be
+        decomposed; the reflection model when reflections are written by a model (task
+        reflection included); the review model when a model judges. A command executor or
+        an agent preset with heuristic reflections, no review and short tasks calls none.
+        """
         c = self.config
+        tasks = self.board.with_status("open", "in_progress") if tasks is None else tasks
         names = []
-        if c.executor.kind == "builtin" or c.decompose_min_chars > 0:
+        if c.executor.kind == "builtin" or any(self._plans(task) for task in tasks):
             names.append(self.resolve_model(c.default_model))
         if c.reflexion.enabled and c.reflexion.use_llm:
             names.append(self.resolve_model(c.reflection_model))
@@ -230,19 +244,28 @@ class ProjectSession:
             names.append(self.resolve_model(c.review_model))
         return list(dict.fromkeys(names))
 
+    def _plans(self, task: Task) -> bool:
+        """Whether `task` is decomposed by a model call (decomposeMinChars 0: never)."""
+        min_chars = self.config.decompose_min_chars
+        return min_chars > 0 and not is_small(task, min_chars)
+
     def may_call_model(self, task: Task) -> bool:
-        """Whether running `task` can make a model call: the builtin executor, a planning
-        call (a task long enough to be decomposed) or a model's reflections."""
-        c = self.config
-        plans = c.decompose_min_chars > 0 and not is_small(task, c.decompose_min_chars)
-        reviews = c.review.enabled and c.review.use_llm
-        return c.executor.kind == "builtin" or plans or (c.reflexion.enabled and c.reflexion.use_llm) or reviews
+        """Whether running `task` can make a model call (see `models_in_use`)."""
+        return bool(self.models_in_use([task]))
 
     def _check_api_keys(self) -> None:
+        """Refuse, before any work, a run whose model calls would all fail for want of a key.
+
+        Only models that can be called are checked, from the environment alone: a run that
+        calls none neither needs a key nor imports litellm to find that out.
+        """
+        m = self.config.model
         for name in self.models_in_use():
-            problem = missing_api_key(name)
+            problem = missing_api_key(name, api_base=m.api_base, api_key_env=m.api_key_env)
             if problem:
-                raise UserError(problem)
+                hint = ("export it (model.apiKeyEnv names it)" if m.api_key_env
+                        else "export it, or name the variable that holds the key in model.apiKeyEnv")
+                raise UserError(f"{problem.removesuffix('.')}: {hint}.")
 
     def resolve_model(self, name: str) -> str:
         """A scripted model's relative script path is relative to the project."""
@@ -385,7 +408,8 @@ class ProjectSession:
 
     def base_model(self, name: str) -> ChatModel:
         c = self.config
-        return LiteLLMModel(self.resolve_model(name), timeout=c.timeouts.model_seconds, temperature=c.model_temperature)
+        return LiteLLMModel(self.resolve_model(name), timeout=c.timeouts.model_seconds, temperature=c.model_temperature,
+                            api_base=c.model.api_base, api_key_env=c.model.api_key_env)
 
     def build_loop(
         self,
@@ -458,8 +482,10 @@ class ProjectSession:
             from reflection.lesson_index import LessonIndex  # sqlite: only a run that remembers
 
             c, layout = self.config, Layout(self.project_dir)
-            embedder = litellm_embedder(self.resolve_model(c.memory.embedding_model),
-                                        timeout_s=c.timeouts.model_seconds) if c.memory.embedding_model else None
+            embedder = litellm_embedder(
+                self.resolve_model(c.memory.embedding_model), timeout_s=c.timeouts.model_seconds,
+                api_base=c.model.api_base, api_key_env=c.model.api_key_env,
+            ) if c.memory.embedding_model else None
             index = LessonIndex(layout.reflections.parent, embedder=embedder) if c.memory.cross_task_lessons else None
             self._memory = ProjectMemory(layout.reflections.parent, JsonlReflectionStore(layout.reflections),
                                          agent_name(c), c.memory, index)

@@ -14,8 +14,11 @@ from reflection.redact import redact
 Embedder = Callable[[list[str]], list[list[float]]]
 
 
-def litellm_embedder(model: str, *, timeout_s: float = 60.0) -> Embedder:
-    """A function that embeds a batch of texts with `model`, in order."""
+def litellm_embedder(model: str, *, timeout_s: float = 60.0, api_base: str | None = None,
+                     api_key_env: str | None = None) -> Embedder:
+    """A function that embeds a batch of texts with `model`, in order, at `api_base` when
+    given (the key read from `api_key_env` at each call, as for chat calls)."""
+    from reflection.keys import call_credentials
 
     def embed(texts: list[str]) -> list[list[float]]:
         from reflection.litellm_setup import SCRIPTED_PREFIX, load_litellm
@@ -27,7 +30,9 @@ def litellm_embedder(model: str, *, timeout_s: float = 60.0) -> Embedder:
             from reflection.scripted import register_scripted_provider
 
             register_scripted_provider()
-        reply = litellm.embedding(model=model, input=[redact(text) for text in texts], timeout=timeout_s)
+        credentials = call_credentials(model, api_base=api_base, api_key_env=api_key_env)
+        reply = litellm.embedding(model=model, input=[redact(text) for text in texts], timeout=timeout_s,
+                                  **credentials)
         ordered = sorted(reply.data, key=lambda item: item["index"])
         return [list(item["embedding"]) for item in ordered]
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
-from reflection.keys import key_is_set, known_key
+from reflection.keys import call_credentials, missing_keys
 from reflection.litellm_setup import SCRIPTED_PREFIX, load_litellm
 from reflection.meter import Meter
 from reflection.text import english_list
@@ -52,9 +52,6 @@ ErrorKind = Literal[
     "other",
 ]
 TRANSIENT_KINDS: frozenset[str] = frozenset({"rate_limit", "timeout", "connection", "server"})
-
-# Providers that run on the user's machine and need no key (their base URL has a default).
-_KEYLESS_PREFIXES = (SCRIPTED_PREFIX, "ollama/", "ollama_chat/")
 
 _MAX_BACKOFF_S = 30.0
 _MAX_RETRY_AFTER_S = 60.0  # a provider asking for longer is better treated as a failure
@@ -309,6 +306,8 @@ class LiteLLMModel:
         backoff_s: float = 1.0,
         on_call: Callable[[ChatReply], None] | None = None,
         temperature: float | None = None,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
@@ -320,6 +319,10 @@ class LiteLLMModel:
         self.backoff_s = max(backoff_s, 0.0)
         self.on_call = on_call
         self.temperature = temperature  # a call's own temperature wins over this default
+        # Where the server is (vLLM, llama.cpp, Ollama, a gateway) and the variable holding
+        # its key: the key itself is read at each call and never kept, shown or logged.
+        self.api_base = api_base
+        self.api_key_env = api_key_env
         self.meter = Meter()  # every call this client made
 
     def __repr__(self) -> str:
@@ -391,6 +394,7 @@ class LiteLLMModel:
                 num_retries=0,
                 max_retries=0,
                 **options,
+                **call_credentials(self.name, api_base=self.api_base, api_key_env=self.api_key_env),
             )
 
     def _reply(self, litellm: ModuleType, response: ModelResponse, latency_s: float) -> ChatReply:
@@ -429,15 +433,15 @@ class LiteLLMModel:
                 logger.exception("on_call hook failed for model %s", self.name)
 
 
-def missing_api_key(model: str, *, api_base: str | None = None) -> str | None:
-    """One sentence naming the unset environment variables `model` needs, or None if none.
+def missing_api_key(model: str, *, api_base: str | None = None, api_key_env: str | None = None) -> str | None:
+    """One sentence naming the unset environment variable `model` needs, or None if none.
 
-    Local models (scripted/*, ollama/*, or any model given an `api_base`) need no key.
+    Decided from the provider prefix and the environment alone (reflection/keys.py), never
+    by importing litellm: a provider that table does not know is not checked. A local
+    endpoint (`api_base` on this machine) or a local provider (ollama/, scripted/) needs
+    no key unless `api_key_env` names one.
     """
-    if api_base or model.startswith(_KEYLESS_PREFIXES):
-        return None
-    variable = known_key(model)  # a common provider: told without importing litellm
-    missing = ([] if key_is_set(variable) else [variable]) if variable else _missing_by_litellm(model)
+    missing = missing_keys(model, api_base=api_base, api_key_env=api_key_env)
     if not missing:
         return None
     verb = "is" if len(missing) == 1 else "are"
@@ -445,6 +449,7 @@ def missing_api_key(model: str, *, api_base: str | None = None) -> str | None:
 
 
 def _missing_by_litellm(model: str) -> list[str]:
+    """What litellm itself says `model` lacks; only tests compare it with the table."""
     litellm = load_litellm()
     try:
         return list(litellm.validate_environment(model).get("missing_keys") or [])

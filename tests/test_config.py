@@ -393,3 +393,40 @@ def test_a_review_that_cannot_judge_is_one_sentence(project: Path, review: dict[
     with pytest.raises(ConfigError) as caught:
         load_config(project, NO_ENV)
     assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+# --- model: name, apiBase, apiKeyEnv ----------------------------------------------------
+
+
+def test_model_name_wins_over_default_model_and_the_environment_wins_over_both(project: Path) -> None:
+    model = {"name": "openai/qwen", "apiBase": "http://localhost:8000/v1", "apiKeyEnv": "VLLM_KEY"}
+    write_config(project, {"defaultModel": "gpt-4o-mini", "model": model})
+
+    config = load_config(project, NO_ENV).config
+    assert (config.default_model, config.reflection_model) == ("openai/qwen", "openai/qwen")
+    assert (config.model.api_base, config.model.api_key_env) == ("http://localhost:8000/v1", "VLLM_KEY")
+    assert load_config(project, {"GOLDENLOOP_MODEL": "gpt-4.1"}).config.default_model == "gpt-4.1"
+
+
+def test_without_model_name_default_model_is_the_model(project: Path) -> None:
+    write_config(project, {"defaultModel": "ollama/qwen2.5-coder", "model": {"apiBase": "http://127.0.0.1:11434"}})
+
+    assert load_config(project, NO_ENV).config.default_model == "ollama/qwen2.5-coder"
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "ftp://host/v1", "http://", "file:///tmp/x"])
+def test_an_api_base_that_is_not_an_http_url_is_a_config_error(project: Path, url: str) -> None:
+    write_config(project, {"model": {"apiBase": url}})
+
+    with pytest.raises(ConfigError, match=r"model\.apiBase: must be an http:// or https:// URL"):
+        load_config(project, NO_ENV)
+
+
+def test_api_key_env_names_a_variable_not_a_key(project: Path) -> None:
+    write_config(project, {"model": {"apiKeyEnv": "sk-live-1234"}})
+
+    with pytest.raises(ConfigError, match=r"model\.apiKeyEnv must be the name of an environment variable"):
+        load_config(project, NO_ENV)
+    with pytest.raises(ConfigError) as raised:
+        load_config(project, NO_ENV)
+    assert "sk-live" not in str(raised.value)  # it may be the key itself: never echoed

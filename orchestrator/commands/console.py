@@ -38,6 +38,7 @@ def overrides_from(args: argparse.Namespace) -> Overrides:
         reflexion=False if args.no_reflexion else None,
         max_retries=args.max_retries,
         allow_dirty=getattr(args, "allow_dirty", False),
+        api_base=getattr(args, "api_base", None),
     )
 
 

@@ -352,11 +352,14 @@ llm.missing_api_key("scripted/x.json")
 after_scripted = "litellm" in sys.modules
 llm.missing_api_key("gpt-4o")  # a known provider's key: told without litellm
 after_known = "litellm" in sys.modules
-llm.missing_api_key("azure/my-deployment")  # left to litellm
+llm.missing_api_key("some_provider/my-model")  # unknown: not checked, litellm still not imported
+after_unknown = "litellm" in sys.modules
+llm.price_known("gpt-4o")  # litellm's price map: imports it
 print(json.dumps({
     "after_import": after_import,
     "after_scripted": after_scripted,
     "after_known": after_known,
+    "after_unknown": after_unknown,
     "after_use": "litellm" in sys.modules,
     "cost_map": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"),
     "mode": os.environ.get("LITELLM_MODE"),
@@ -391,6 +394,6 @@ def test_litellm_loads_lazily_offline_and_ignores_dotenv(tmp_path: Path) -> None
     # Two fresh interpreters at once: one with our defaults, one where the user chose.
     defaults, chosen = _start_probe(tmp_path, {}), _start_probe(tmp_path, user_set)
 
-    lazy = {"after_import": False, "after_scripted": False, "after_known": False, "after_use": True, "probe": None, "dotenv_switch": None}
+    lazy = {"after_import": False, "after_scripted": False, "after_known": False, "after_unknown": False, "after_use": True, "probe": None, "dotenv_switch": None}
     assert _probe_result(defaults) == {**lazy, "cost_map": "True", "mode": "PRODUCTION"}
     assert _probe_result(chosen) == {**lazy, "cost_map": "true", "mode": "DEV"}
