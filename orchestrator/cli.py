@@ -1,4 +1,5 @@
-"""Command line: `do-one-task`, `overnight`, `goldenloop memory`, `history` and `serve`.
+"""Command line: `do-one-task`, `overnight`, `goldenloop memory`, `history`, `serve` and the backlog's
+`init`, `add`, `list`, `status`, `show`, `reopen`, `retry` and `import`.
 
 Only argparse is imported at start-up, so `--help` is instant; the engine (and litellm,
 lazily, inside the model client) is imported when a command runs.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 EXIT_CODES = (
@@ -193,13 +195,105 @@ def serve_main(argv: list[str] | None = None) -> int:
     return run_serve(args)
 
 
+BACKLOG_EXIT_CODES = "exit codes: 0 done, 1 not found or refused, 2 usage, 4 a run holds the repository"
+
+
+def _priority(text: str) -> int:
+    value = _number(int, 0)(text)
+    if value > 4:
+        raise argparse.ArgumentTypeError(f"must be a priority from 0 (most urgent) to 4, not {text}")
+    return value
+
+
+def _backlog_parser(name: str, description: str, *, json_flag: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"goldenloop {name}", description=description, epilog=BACKLOG_EXIT_CODES)
+    parser.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def init_parser() -> argparse.ArgumentParser:
+    parser = _backlog_parser("init", "Make this folder a goldenloop project: .openagents/project.json with the "
+                             "test and typecheck commands its files suggest, an empty backlog and a .gitignore.",
+                             json_flag=False)
+    parser.add_argument("--force", action="store_true", help="replace an existing project.json (the backlog stays)")
+    return parser
+
+
+def add_parser() -> argparse.ArgumentParser:
+    parser = _backlog_parser("add", "Add a task to the backlog; prints its id.")
+    parser.add_argument("title")
+    parser.add_argument("--description", default="", metavar="TEXT")
+    parser.add_argument("--priority", type=_priority, default=2, metavar="0-4", help="0 most urgent (default 2)")
+    parser.add_argument("--deps", metavar="ID,...", help="tasks that must be closed first")
+    parser.add_argument("--label", action="append", metavar="L", help="a label (repeatable)")
+    parser.add_argument("--type", choices=["bug", "feature", "task", "chore"], default="task")
+    return parser
+
+
+def list_parser(name: str = "list") -> argparse.ArgumentParser:
+    parser = _backlog_parser(name, "The backlog: ready tasks, blocked ones and why, those in progress, "
+                             "and the last closed.")
+    parser.add_argument("--all", action="store_true", help="every closed task, not only the last few")
+    return parser
+
+
+def show_parser() -> argparse.ArgumentParser:
+    parser = _backlog_parser("show", "One task: its fields, subtasks and attempts, reflections and escalation.")
+    parser.add_argument("id", metavar="ID")
+    return parser
+
+
+def reopen_parser(name: str = "reopen") -> argparse.ArgumentParser:
+    parser = _backlog_parser(name, "Put a blocked or closed task back to open, for the next run.")
+    parser.add_argument("id", metavar="ID")
+    parser.add_argument("--forget", action="store_true", help="also delete its subtask state, to start afresh")
+    return parser
+
+
+def import_parser() -> argparse.ArgumentParser:
+    parser = _backlog_parser("import", "Add tasks from a markdown checklist (- [ ] title; indented lines are the "
+                             "description; checked items are skipped) or a JSON array of task objects.")
+    parser.add_argument("file", type=Path, metavar="FILE")
+    parser.add_argument("--dry-run", action="store_true", help="print what would be added, add nothing")
+    return parser
+
+
+def _backlog_command(command: str, parser: Callable[[], argparse.ArgumentParser]) -> Callable[[list[str]], int]:
+    def run(argv: list[str]) -> int:
+        args = parser().parse_args(argv)
+        if command == "init":
+            from orchestrator.commands.init_project import run_init
+
+            return run_init(args)
+        from orchestrator.commands.backlog import run_backlog
+
+        return run_backlog(command, args)
+
+    return run
+
+
+BACKLOG_COMMANDS = {
+    "init": _backlog_command("init", init_parser),
+    "add": _backlog_command("add", add_parser),
+    "list": _backlog_command("list", list_parser),
+    "status": _backlog_command("status", lambda: list_parser("status")),
+    "show": _backlog_command("show", show_parser),
+    "reopen": _backlog_command("reopen", reopen_parser),
+    "retry": _backlog_command("retry", lambda: reopen_parser("retry")),
+    "import": _backlog_command("import", import_parser),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`goldenloop do-one-task ...`, `overnight ...`, `memory ...`, `history ...`, `serve ...`."""
+    """`goldenloop do-one-task ...`, `overnight ...`, `memory ...`, `history ...`, `serve ...`, and the
+    backlog's `init`, `add`, `list`/`status`, `show`, `reopen`/`retry`, `import`."""
     argv = sys.argv[1:] if argv is None else argv
     commands = {"do-one-task": do_one_task_main, "overnight": overnight_main, "memory": memory_main,
-                "history": history_main, "serve": serve_main}
+                "history": history_main, "serve": serve_main, **BACKLOG_COMMANDS}
     if not argv or argv[0] not in commands:
-        print("usage: goldenloop {do-one-task,overnight,memory,history,serve} [options]  (see --help of each)")
+        print(f"usage: goldenloop {{{','.join(commands)}}} [options]  (see --help of each)")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return commands[argv[0]](argv[1:])
 

@@ -294,6 +294,26 @@ class TaskBoard:
             raise ValueError("a task's id cannot be changed")
         return self._mutate(task_id, lambda _task: changes)
 
+    def add(self, drafts: list[dict[str, Any]], prefix: str = "T-") -> list[Task]:
+        """Append new tasks, each given the next free id `<prefix><n>` under the lock, so two
+        processes adding at once never hand out one id twice; archived ids count as taken."""
+        if not self.path.exists():
+            raise TaskFileError(self._missing_message())
+        with file_lock(self.lock_path, timeout_s=self._lock_timeout_s):
+            snapshot = self._read()
+            taken = set(snapshot.by_id) | set(snapshot.refused) | self.archive.ids()
+            now, added = self._clock(), []
+            for draft in drafts:
+                task_id = next_free_id(taken, prefix)
+                taken.add(task_id)
+                added.append(_apply_new({"created_at": now, "updated_at": now, **draft, "id": task_id}))
+            data = b"".join(line.raw for line in snapshot.lines)
+            if data and not data.endswith(b"\n"):
+                data += b"\n"  # a last line without its terminator must not swallow ours
+            atomic_write(self.path, data + b"".join(orjson.dumps(_dump_new(t)) + b"\n" for t in added))
+            self._read()  # still under the lock: the snapshot is the file as written
+        return added
+
     # --- internals ---------------------------------------------------------------------
 
     def _read(self) -> _Snapshot:
@@ -348,6 +368,25 @@ class TaskBoard:
             self._identity = _identity(os.stat(self.path))
         log.debug("task %s: %s", task_id, ", ".join(sorted(changes)))
         return task
+
+
+def next_free_id(taken: set[str], prefix: str = "T-") -> str:
+    """`<prefix><n>` with n one past the highest number already used (gaps are not reused:
+    an id in old commits and reflections must keep naming one task)."""
+    numbers = [int(rest) for rest in (i.removeprefix(prefix) for i in taken if i.startswith(prefix)) if rest.isdigit()]
+    return f"{prefix}{max(numbers, default=0) + 1}"
+
+
+def _apply_new(fields: dict[str, Any]) -> Task:
+    try:
+        return Task.model_validate(fields)
+    except ValidationError as exc:
+        raise ValueError(f"invalid new task {fields.get('title')!r}: {_first_problem(exc)}") from None
+
+
+def _dump_new(task: Task) -> dict[str, Any]:
+    # Empty optional keys are left out: a new line carries what was said, and a default.
+    return task.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
