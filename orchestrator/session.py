@@ -509,6 +509,10 @@ class ProjectSession:
             from orchestrator.executors.command import CommandExecutor
 
             return CommandExecutor(c.executor.command or "", timeout_s=c.executor.timeout_seconds)
+        if c.executor.kind != "builtin":  # a coding agent preset, metered and limited like the model
+            from orchestrator.executors.agent import agent_executor
+
+            return agent_executor(c.executor, model.meters, model.runlog, model.limits)
         from orchestrator.executors.builtin import BuiltinExecutor
 
         return BuiltinExecutor(

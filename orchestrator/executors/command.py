@@ -50,7 +50,7 @@ class CommandExecutor:
             done = await run_command(command, request.repo_dir, timeout_s=self.timeout_s, kind="agent")
         finally:
             prompt_file.unlink(missing_ok=True)
-        return _result(done, self.timeout_s)
+        return execution_result(done, self.timeout_s)
 
 
 def _check_template(template: str) -> None:
@@ -68,7 +68,8 @@ def _write_prompt(prompt: str) -> Path:
     return Path(name)
 
 
-def _result(done: CommandResult, timeout_s: float) -> ExecutionResult:
+def execution_result(done: CommandResult, timeout_s: float) -> ExecutionResult:
+    """What a finished agent process means for the loop (the agent presets share it)."""
     if done.ok:
         return ExecutionResult(ok=True, reply=done.output)
     missing = not done.started or done.exit_code == COMMAND_NOT_FOUND

@@ -61,6 +61,7 @@ TASK_MODEL_ERRORS = frozenset({"context_window"})
 NO_CHANGE = ("the attempt changed no file, so it cannot have done the task (a task that only checks "
              "the repository is marked verification-only); make the change the task asks for")
 T = TypeVar("T")
+AGENT_FIELDS = ("agent", "sessionId", "finalMessage", "costUsd", "model")  # a coding agent's report, kept
 
 
 class SubtaskRun:
@@ -104,6 +105,7 @@ class SubtaskRun:
         self.applying: list[str] = []  # what the attempt in flight was asked to improve
         self.next_applying: list[str] = []  # what the next attempt will be asked to improve
         self.spent = Meter()  # the task's meter when the attempt in flight started
+        self.agent_run: dict[str, Any] = {}  # a coding agent's account of the attempt in flight
 
     async def run(self) -> SubtaskResult:
         await self.begin()
@@ -160,7 +162,7 @@ class SubtaskRun:
         if stop:
             return await self.put_back("budget", stop)
         self.attempt += 1
-        self.review, self.spent = None, p.meter.copy()
+        self.review, self.spent, self.agent_run = None, p.meter.copy(), {}
         self.applying, self.next_applying = self.next_applying, []
         self.journal.remember_tree(p.repo.root, self.changed)  # the tree this attempt starts from
         prompt = self.prompt(self.last)
@@ -176,6 +178,9 @@ class SubtaskRun:
                 self.record("model_refused", f"the model refused this task's prompt: {exc}", started)
                 return await self.escalate(StopReason.ENVIRONMENT)
             return await self.put_back("model_unavailable", f"the model failed: {exc}")
+        if executed.usage and executed.usage.get("agent"):  # its session id and last word, for the user
+            self.agent_run = {k: v for k, v in executed.usage.items() if k in AGENT_FIELDS}
+            self.event("agent_run", attempt=self.attempt, **self.agent_run)
         folded = await self.git(self.p.repo.fold_commits_since, self.base)
         if folded:  # the agent committed its own work: still an attempt, judged like any other
             self.event("agent_commits_folded", attempt=self.attempt, paths=folded)
@@ -605,6 +610,7 @@ class SubtaskRun:
         review = self.review if record.outcome in ("passed", "reviewed", "flaky", "preexisting") else None
         version = attempt_version(record, verdict, review, spent=self.p.meter.since(self.spent),
                                   asked=self.applying, subtask=self.subtask)
+        version.extra.update(self.agent_run)
         patch = self.patches.get(self.attempt, self.current_patch or "")
         try:
             write_attempt(self.p.project_dir, self.task.id, self.subtask.id, version, patch)

@@ -1,0 +1,146 @@
+"""A coding agent as an executor: one preset run per attempt, under goldenloop's limits.
+
+goldenloop decides what the agent may not: it runs in the attempt's repository, with the
+remaining cost budget (where the agent takes one), a turn limit, a permission mode and a
+timeout that kills its whole process group. What the agent reports (tokens, cost,
+session id, final message) is counted in the task's and the run's meters, so budgets
+hold; a cost the agent does not report is unknown, never $0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from orchestrator.budget import SpendLimit
+from orchestrator.checks.verify import run_command
+from orchestrator.config import ExecutorConfig
+from orchestrator.executors.base import ExecutionRequest, ExecutionResult
+from orchestrator.executors.command import COMMAND_NOT_FOUND, execution_result
+from orchestrator.executors.memory_file import AgentMemory, reflections_block
+from orchestrator.executors.presets import DEFAULT_TURNS, PRESETS, Preset, Report, Scratch, Settings
+from orchestrator.runlog import RunLog
+from reflection.meter import Meter
+from reflection.redact import redact
+
+log = logging.getLogger("goldenloop.executors.agent")
+
+FINAL_MESSAGE_CHARS = 2000  # of the agent's last message, kept in the run log and history
+
+
+@dataclass
+class Spend:
+    """Where an agent's reported spending is counted: the task's and the run's meters,
+    the run log, and the ledgers its budget flag is read from."""
+
+    meters: Sequence[Meter]
+    runlog: RunLog | None
+    limits: Sequence[SpendLimit] = ()
+
+    def remaining_usd(self) -> float | None:
+        """The smallest cost budget left; None when no cost limit is set (or none can be counted)."""
+        left = [self._left(limit) for limit in self.limits if limit.max_cost is not None]
+        known = [value for value in left if value is not None]
+        return max(min(known), 0.0) if known else None
+
+    @staticmethod
+    def _left(limit: SpendLimit) -> float | None:
+        spent = limit.meter.cost_usd if limit.price_known else None
+        if spent is None or limit.max_cost is None:
+            return None  # before_attempt already refuses to spend what it cannot count
+        return limit.max_cost - spent - limit.reserved_cost
+
+    def count(self, report: Report, agent: str) -> None:
+        for meter in self.meters:
+            meter.add_call(report.input_tokens, report.output_tokens, report.cost_usd)
+        if self.runlog is not None:
+            self.runlog.event("model_call", purpose="execute", model=report.model or agent, agent=agent,
+                              inputTokens=report.input_tokens, outputTokens=report.output_tokens,
+                              costUsd=report.cost_usd, costKnown=report.cost_usd is not None)
+
+
+class AgentExecutor:
+    """Runs one coding agent preset per attempt."""
+
+    def __init__(self, preset: Preset, settings: Settings, spend: Spend, *, timeout_s: float = 900.0,
+                 memory_file: bool = False) -> None:
+        self.preset = preset
+        self.name = preset.kind
+        self.settings = settings
+        self.spend = spend
+        self.timeout_s = timeout_s
+        self.memory_file = memory_file
+
+    def settings_now(self) -> Settings:
+        """This attempt's settings: the budget is what is left now."""
+        return replace(self.settings, budget_usd=self.spend.remaining_usd())
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionResult:
+        scratch = Scratch(Path(tempfile.mkdtemp(prefix="goldenloop-agent-")))
+        prompt = redact(request.prompt)
+        try:
+            scratch.prompt.write_text(prompt, encoding="utf-8")
+            block = reflections_block(prompt) if self.memory_file else ""
+            if block and self.preset.memory_file is None:  # no memory file of its own: a conventions file
+                scratch.conventions.write_text(block, encoding="utf-8")
+            argv = self.preset.build(prompt, scratch, self.settings_now())
+            memory = AgentMemory(request.repo_dir, self.preset.memory_file if block else None)
+            caches = self._caches(request.repo_dir)
+            with memory.holding(block):
+                done = await run_command(shlex.join(argv), request.repo_dir, timeout_s=self.timeout_s,
+                                         kind="agent", env=self._env())
+            _remove(self._caches(request.repo_dir) - caches)
+            report = self.preset.parse(done.output, scratch)
+        finally:
+            shutil.rmtree(scratch.folder, ignore_errors=True)
+        if done.started and done.exit_code != COMMAND_NOT_FOUND:  # a program that never ran spent nothing
+            self.spend.count(report, self.name)
+        executed = execution_result(done, self.timeout_s)
+        if executed.ok and report.is_error:
+            executed = ExecutionResult(ok=False, error=f"{self.name} reported an error: "
+                                       f"{_cut(report.final_message) or 'no message'}", reply=done.output)
+        return executed.model_copy(update={"usage": self._usage(report)})
+
+    def _caches(self, repo_dir: Path) -> set[Path]:
+        return {path for pattern in self.preset.caches for path in repo_dir.glob(pattern)}
+
+    def _env(self) -> dict[str, str] | None:
+        if not self.settings.model or self.preset.kind != "openhands":
+            return None
+        return {**os.environ, "LLM_MODEL": self.settings.model}
+
+    def _usage(self, report: Report) -> dict[str, Any]:
+        """The ExecutionResult's usage: camelCase, None where the agent did not say."""
+        return {"inputTokens": report.input_tokens, "outputTokens": report.output_tokens,
+                "costUsd": report.cost_usd, "model": report.model or self.settings.model,
+                "agent": self.name, "sessionId": report.session_id, "finalMessage": _cut(report.final_message)}
+
+
+def _remove(paths: set[Path]) -> None:
+    for path in paths:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _cut(text: str | None) -> str | None:
+    return None if text is None else redact(text)[:FINAL_MESSAGE_CHARS]
+
+
+def agent_executor(config: ExecutorConfig, meters: Sequence[Meter], runlog: RunLog | None,
+                   limits: Sequence[SpendLimit]) -> AgentExecutor:
+    """The executor for project.json's executor section of an agent kind."""
+    preset = PRESETS[config.kind]
+    settings = Settings(program=config.program or preset.program, model=config.agent_model,
+                        max_turns=config.max_turns or DEFAULT_TURNS, permission_mode=config.permission_mode,
+                        extra_args=tuple(config.extra_args))
+    return AgentExecutor(preset, settings, Spend(meters, runlog, limits), timeout_s=config.timeout_seconds,
+                         memory_file=config.memory_file)
