@@ -154,6 +154,7 @@ def print_summary(
         print(f"{r.project_dir}: stopped because {why}")
         if not r.refused:
             print(f"  summary: {r.project_dir / '.openagents' / 'runs' / (r.run_id + '-summary.json')}")
+            print(f"  report:  {r.project_dir / '.openagents' / 'runs' / (r.run_id + '.html')}")
     m = budget.meter
     print(f"Model calls {m.calls}, tokens {m.input_tokens}+{m.output_tokens}, cost {m.cost_text()}"
           + ("; interrupted: the tasks in flight were put back to open" if interrupted else ""))

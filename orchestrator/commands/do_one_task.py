@@ -6,10 +6,13 @@ import argparse
 from collections.abc import Callable
 
 import anyio
+import orjson
 
+from orchestrator.batch.engine import RepoReport
 from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
 from orchestrator.commands.console import interruptible, overrides_from, say, setup_output
+from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.render import JsonLines
 from orchestrator.runlog import RunLog
@@ -20,6 +23,7 @@ from orchestrator.session import (
     ProjectSession,
     UserError,
 )
+from reflection.fileio import atomic_write
 
 
 def do_one_task(args: argparse.Namespace) -> int:
@@ -57,6 +61,9 @@ def _summarise(session: ProjectSession, outcomes: list[TaskOutcome], reason: str
     write_progress(
         session.project_dir, session.runlog.run_id, outcomes, stop_reason=reason, meter=session.run_meter
     )
+    report = RepoReport(session.project_dir, session.runlog.run_id, list(outcomes), stop_reason=reason)
+    summary = Layout(session.project_dir).run_summary(report.run_id)
+    atomic_write(summary, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n")
     write_morning_report(session.project_dir, session.runlog.run_id, outcomes, stop_reason=reason,
                          meter=session.run_meter)
 
@@ -88,3 +95,4 @@ def _print_outcome(outcome: TaskOutcome, session: ProjectSession, json_mode: boo
         print(f"  reason: {outcome.reason}")
     assert session.runlog is not None
     print(f"  run log: {session.runlog.path}")
+    print(f"  report:  {Layout(session.project_dir).runs / (session.runlog.run_id + '.html')}")

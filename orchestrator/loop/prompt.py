@@ -8,6 +8,7 @@ reflection adds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator.loop.plan import Subtask, SubtaskPlan
@@ -41,6 +42,7 @@ def attempt_prompt(
     notes: str = "",
     lessons: str = "",
     rules: str = "",
+    checks: str = "",
 ) -> str:
     """`notes`: the Task Improvement Notes of earlier runs (reflection.task_prompts), put
     before the description so that the task as written, and its criteria, come last.
@@ -57,6 +59,8 @@ def attempt_prompt(
     if criteria:
         items = criteria if isinstance(criteria, list) else [criteria]
         parts.append("Acceptance criteria:\n" + "\n".join(f"- {c}" for c in items))
+    if checks:
+        parts.append(checks)
     if len(plan.subtasks) > 1:
         steps = "\n".join(
             f"{i}. {s.title}{'  <- this step' if s.id == subtask.id else ''}"
@@ -71,6 +75,19 @@ def attempt_prompt(
     if reflections:
         parts.append(reflections)
     return "\n\n".join(parts)
+
+
+def checks_block(commands: Sequence[str], failing: Sequence[str]) -> str:
+    """For an agent that explores the repository itself: how its work will be judged."""
+    if not commands:
+        return ""
+    lines = ["## How the work is checked", "These commands must pass when you are done:"]
+    lines += [f"- `{c}`" for c in commands]
+    if failing:
+        shown = sorted(failing)[:10]
+        more = f" (and {len(failing) - len(shown)} more)" if len(failing) > len(shown) else ""
+        lines.append("Failing before any change" + more + ": " + ", ".join(shown))
+    return "\n".join(lines)
 
 
 def start_over(number: int, failure: str, *, by: int | None = None) -> str:

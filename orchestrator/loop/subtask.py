@@ -37,7 +37,7 @@ from orchestrator.loop.escalation import AttemptSnapshot, write_packet
 from orchestrator.loop.outcome import SubtaskResult
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import AttemptOutcome, AttemptRecord, Subtask, SubtaskPlan
-from orchestrator.loop.prompt import LastAttempt, attempt_prompt, start_over
+from orchestrator.loop.prompt import LastAttempt, attempt_prompt, checks_block, start_over
 from orchestrator.loop.remember import lessons_for, record_use, remember_decision
 from orchestrator.loop.user_files import UserFiles
 from orchestrator.processes import escaped, escaped_pids, session_started
@@ -73,6 +73,7 @@ class SubtaskRun:
         self.lessons, self.lesson_ids = "", []  # other tasks' lessons, for this run's first attempt
         c = parts.config
         self.max_attempts = c.reflexion.max_retries + 1
+        self.baseline = baseline
         self.judge = Judge(parts.repo.root, c.checks, c.retry, baseline=baseline,
                            task_text=task_text(task), about_tests=subtask.about_tests)
         r = c.retry
@@ -499,7 +500,11 @@ class SubtaskRun:
         if service is not None and (last is not None or self.subtask.attempts):  # incl. a killed run's
             block = service.format_for_prompt(self.recalled(service.max_per_retry))
         memory = self.p.memory
+        c = self.p.config
+        checks = "" if c.executor.kind == "builtin" else checks_block(  # an agent finds its own way: say the goal
+            [*c.typecheck_commands, *c.test_commands], self.baseline.failing_tests if self.baseline else ())
         return attempt_prompt(self.task, self.plan, self.subtask, last=last, reflections=block, notes=self.notes,
+                              checks=checks,
                               lessons=self.lessons if self.attempt == 1 else "",
                               rules=memory.rules() if memory else "")
 

@@ -40,3 +40,13 @@ def test_do_one_task_writes_the_page_too(git_repo: Path) -> None:
     repo = make_project(git_repo, [{"match": "Task T-1:", "reply": FIX_ADD}], config={"reflexion": {"useLLM": False}})
     assert do_one_task(repo) == 0
     assert "committed" in report_of(repo) and "Fix add" in report_of(repo)
+
+
+def test_do_one_task_says_where_its_report_and_summary_are(git_repo: Path, capsys) -> None:
+    repo = make_project(git_repo, [{"match": "Task T-1:", "reply": FIX_ADD}], config={"reflexion": {"useLLM": False}})
+    assert do_one_task(repo) == 0
+    runs = repo / ".openagents" / "runs"
+    (page,) = runs.glob("*.html")
+    (summary,) = runs.glob("*-summary.json")
+    assert f"report:  {page}" in capsys.readouterr().out
+    assert '"outcome": "closed"' in summary.read_text()

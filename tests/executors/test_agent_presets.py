@@ -124,6 +124,8 @@ def test_claude_code_closes_the_task_its_cost_counted_and_its_budget_flag_the_ta
     assert flag(first["argv"], "--max-turns") == "30"
     assert flag(first["argv"], "--permission-mode") == "acceptEdits"
     assert "never push" in flag(first["argv"], "--append-system-prompt").lower()
+    prompt = flag(first["argv"], "-p")  # an agent explores on its own: it is told what will judge it
+    assert "## How the work is checked" in prompt and "test_calc.py" in prompt
     runs = events_of(repo, "agent_run")
     assert [(e["sessionId"], e["finalMessage"]) for e in runs] == [("sess-1", "fixed add, run 1"),
                                                                     ("sess-2", "fixed add, run 2")]
