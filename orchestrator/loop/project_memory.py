@@ -37,9 +37,11 @@ class ProjectMemory:
 
 def agent_name(config: ProjectConfig) -> str:
     """Who a task's reflections are filed under: memory.agentName, else the model of the
-    builtin executor, else the program a command executor runs."""
+    builtin executor, the program a command executor runs, or the agent preset's name."""
     if config.memory.agent_name:
         return config.memory.agent_name
+    if config.executor.kind not in ("builtin", "command"):  # an agent preset: the agent did the work
+        return config.executor.kind
     command = config.executor.command
     if config.executor.kind == "command" and command:
         words = command.split()

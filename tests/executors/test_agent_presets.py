@@ -251,3 +251,11 @@ def test_reports_read_the_documented_outputs_and_leave_the_unsaid_unknown(tmp_pa
     assert (openhands.cost_usd, openhands.session_id) == (0.42, "c1")
     assert PRESETS["claude-code"].parse("not json at all", scratch).cost_usd is None
     assert PRESETS["mini-swe-agent"].parse("", scratch).cost_usd is None  # no trajectory written
+
+
+def test_a_presets_reflections_are_filed_under_the_agent_not_an_unused_model() -> None:
+    from orchestrator.config import ProjectConfig
+    from orchestrator.loop.project_memory import agent_name
+
+    config = ProjectConfig.model_validate({"executor": {"kind": "claude-code"}})
+    assert agent_name(config) == "claude-code"  # not defaultModel, which no call used
