@@ -13,7 +13,8 @@ from orchestrator.runlog import Event, Listener
 from reflection.meter import Meter
 
 if TYPE_CHECKING:
-    from orchestrator.batch.engine import Budget, RepoReport
+    from orchestrator.batch.engine import Budget
+    from orchestrator.batch.summary import RepoReport
 
 
 class PlainDisplay(AbstractContextManager):

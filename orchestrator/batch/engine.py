@@ -28,6 +28,7 @@ import orjson
 
 from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
+from orchestrator.batch.summary import RepoReport
 from orchestrator.batch.worktree import MergeConflict, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
 from orchestrator.layout import Layout
@@ -64,39 +65,6 @@ class Budget:
     def seconds_left(self, own_limit: float | None = None) -> float | None:
         limits = [x for x in (self.max_seconds, own_limit) if x is not None]
         return None if not limits else min(limits) - (time.monotonic() - self.started)
-
-
-@dataclass
-class RepoReport:
-    project_dir: Path
-    run_id: str
-    outcomes: list[TaskOutcome] = field(default_factory=list)
-    stop_reason: str = ""
-    refused: str | None = None
-    exit_code: int = EXIT_DONE
-    started: bool = True  # False: the run's budget ended before this repository's turn
-
-    def summary(self) -> dict:
-        return {
-            "runId": self.run_id,
-            "projectDir": str(self.project_dir),
-            "stopReason": self.stop_reason,
-            "started": self.started,
-            "refused": self.refused,
-            "tasks": [
-                {
-                    "taskId": o.task_id,
-                    "outcome": o.status,
-                    "reason": o.reason,
-                    "attempts": o.attempts,
-                    "reflections": o.reflections,
-                    "commits": o.commits,
-                    **o.meter.as_dict(),
-                    "durationS": round(o.duration_s, 2),
-                }
-                for o in self.outcomes
-            ],
-        }
 
 
 class RepoRun:

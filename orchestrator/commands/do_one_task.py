@@ -8,9 +8,9 @@ from collections.abc import Callable
 import anyio
 import orjson
 
-from orchestrator.batch.engine import RepoReport
 from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
+from orchestrator.batch.summary import RepoReport
 from orchestrator.commands.console import interruptible, overrides_from, say, setup_output
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
