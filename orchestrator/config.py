@@ -11,7 +11,8 @@ a typo is the likeliest cause.
 Environment overrides, for batch runs that must flip a switch without editing the file:
 `GOLDENLOOP_REFLEXION` (on/off, 1/0, true/false, yes/no) -> `reflexion.enabled`,
 `GOLDENLOOP_MODEL` -> the model in effect (over `model.name` and `defaultModel`),
-`GOLDENLOOP_REFLECTION_MODEL` -> `reflexion.model`.
+`GOLDENLOOP_REFLECTION_MODEL` -> `reflexion.model`, `GOLDENLOOP_MEMORY_STORE` -> `memory.store`
+(where a PostgreSQL URL with its password belongs: never in the committed file).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pydantic_core import ErrorDetails
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.layout import Layout
 from orchestrator.task_archive import ARCHIVE_OVER
+from reflection.postgres.connection import safe_url
 from reflection.schema import CamelModel
 from reflection.task_prompts import template_problem as task_template_problem
 from reflection.text import template_fields
@@ -43,6 +45,8 @@ CONFIG_NAME = "project.json"
 ENV_REFLEXION = "GOLDENLOOP_REFLEXION"
 ENV_MODEL = "GOLDENLOOP_MODEL"
 ENV_REFLECTION_MODEL = "GOLDENLOOP_REFLECTION_MODEL"
+ENV_MEMORY_STORE = "GOLDENLOOP_MEMORY_STORE"
+STORE_FROM_ENV = "env:"  # memory.store "env:NAME": the URL is in variable NAME
 
 _TRUE_WORDS = frozenset({"1", "on", "true", "yes"})
 _FALSE_WORDS = frozenset({"0", "off", "false", "no"})
@@ -273,8 +277,26 @@ class ReviewConfig(_ConfigModel):
         return criteria
 
 
+def store_problem(value: str, *, in_file: bool = True) -> str | None:
+    """What makes `value` unusable as memory.store, as a phrase; None if nothing."""
+    if value == "jsonl" or (value.startswith(STORE_FROM_ENV) and value[len(STORE_FROM_ENV):].strip()):
+        return None
+    if not value.startswith(("postgresql://", "postgres://")):
+        return f'must be "jsonl", a postgresql:// URL or "env:VARIABLE" (got {_show(safe_url(value))})'
+    parts = urlsplit(value)
+    if in_file and (parts.password or "password=" in parts.query):
+        return ("holds a password, and project.json is committed with the repository: name the variable "
+                f'holding the URL ("env:VARIABLE"), set {ENV_MEMORY_STORE}, or use PGPASSWORD or ~/.pgpass')
+    return None
+
+
 class MemoryConfig(_ConfigModel):
     """What a project learns across runs beyond one subtask's retries."""
+
+    # Where reflections and lessons are kept: "jsonl" (None: the default, files under
+    # .openagents/memory/, one machine), a postgresql:// URL (a team's shared memory,
+    # reflection/postgres/), or "env:NAME" to read the URL from variable NAME.
+    store: str | None = Field(default=None, min_length=1)
 
     # Notes an accepted task leaves for the next run of a task with the same description:
     # one more model call per closed task, so it is asked for, not assumed.
@@ -302,6 +324,14 @@ class MemoryConfig(_ConfigModel):
     # Also append promoted rules to this file of the repository (AGENTS.md, CLAUDE.md), in a
     # commit of its own for a human to review; None: never.
     promote_rules_to: str | None = Field(default=None, min_length=1)
+
+    @field_validator("store")
+    @classmethod
+    def _usable_store(cls, value: str | None) -> str | None:
+        problem = None if value is None else store_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("task_reflection_prompt")
     @classmethod
@@ -700,9 +730,34 @@ def _apply_env(config: ProjectConfig, env: Mapping[str, str]) -> tuple[ProjectCo
         reflexion_update["model"] = reflection_model
         overrides.append(f"reflexion.model={reflection_model} ({ENV_REFLECTION_MODEL})")
 
+    store = env.get(ENV_MEMORY_STORE, "").strip()
+    if store:
+        problem = store_problem(store, in_file=False)
+        if problem:
+            raise ConfigError(f"{ENV_MEMORY_STORE} {problem}")
+        top_update["memory"] = config.memory.model_copy(update={"store": store})
+        overrides.append(f"memory.store ({ENV_MEMORY_STORE})")  # the value may hold a password: not shown
+
     if reflexion_update:
         top_update["reflexion"] = config.reflexion.model_copy(update=reflexion_update)
     return (config.model_copy(update=top_update) if top_update else config), overrides
+
+
+def memory_store_url(setting: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The PostgreSQL URL memory.store names (read from its variable for "env:NAME"); None
+    for the JSONL files. ConfigError (one sentence) when the variable is unset or wrong."""
+    if setting is None or setting == "jsonl":
+        return None
+    if not setting.startswith(STORE_FROM_ENV):
+        return setting
+    name = setting[len(STORE_FROM_ENV):].strip()
+    value = (os.environ if env is None else env).get(name, "").strip()
+    if not value:
+        raise ConfigError(f"memory.store reads the URL from {name}, which is not set")
+    problem = store_problem(value, in_file=False)
+    if problem or value.startswith(STORE_FROM_ENV):
+        raise ConfigError(f"{name} (memory.store) {problem or 'must hold a URL, not another env: reference'}")
+    return None if value == "jsonl" else value
 
 
 def _parse_switch(value: str) -> bool:

@@ -23,7 +23,15 @@ import orjson
 
 from orchestrator.budget import BudgetExceeded, SpendLimit, combine
 from orchestrator.checks.convergence import StopReason
-from orchestrator.config import ConfigError, ProjectConfig, PromptTemplates, load_config, prompt_templates, url_problem
+from orchestrator.config import (
+    ConfigError,
+    ProjectConfig,
+    PromptTemplates,
+    load_config,
+    memory_store_url,
+    prompt_templates,
+    url_problem,
+)
 from orchestrator.executors.base import Executor
 from orchestrator.journal import Journal
 from orchestrator.layout import Layout
@@ -33,7 +41,7 @@ from orchestrator.loop.golden import GoldenLoop
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import Subtask, SubtaskPlan
-from orchestrator.loop.project_memory import ProjectMemory, agent_name
+from orchestrator.loop.project_memory import ProjectMemory, open_project_memory
 from orchestrator.metering import MeteredModel
 from orchestrator.processes import become_subreaper, kill_sessions
 from orchestrator.repo import OPENAGENTS, Repo, RepoError
@@ -45,7 +53,8 @@ from reflection.fileio import LockTimeout, atomic_write
 from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, preload_litellm, price_known
 from reflection.meter import Meter
 from reflection.service import ReflectionService
-from reflection.store import JsonlReflectionStore
+from reflection.postgres.connection import PostgresUnavailable
+from reflection.store import JsonlReflectionStore, ReflectionStore
 from reflection.task_reflector import TaskReflector
 from reflection.task_store import JsonTaskReflectionStore
 
@@ -73,6 +82,9 @@ class Overrides:
     max_retries: int | None = None
     allow_dirty: bool = False
     api_base: str | None = None  # --api-base: wins over model.apiBase
+    # The fleet worker's --memory: a postgresql:// URL that wins over memory.store; None
+    # or "project": what the project's config (and GOLDENLOOP_MEMORY_STORE) says.
+    memory_store: str | None = None
 
 
 @dataclass
@@ -88,6 +100,7 @@ class ProjectSession:
     _lock: AgentLock | None = None
     _prices_known: bool | None = None
     _memory: ProjectMemory | None = None
+    memory_url: str | None = None  # memory.store's PostgreSQL URL; None: the JSONL files
 
     # -- orient ---------------------------------------------------------------------
 
@@ -98,6 +111,7 @@ class ProjectSession:
         self.repo = _call(lambda: Repo(self.project_dir), EXIT_USAGE)
         self.project_dir = self.repo.root  # project.json is read from the top, even from a subfolder
         self.config = self._load_config()
+        self.memory_url = self._memory_url()
         if self.runlog is None:
             self.runlog = RunLog(self.project_dir)
         self.board = _call(self._open_board, EXIT_USAGE)
@@ -112,6 +126,8 @@ class ProjectSession:
             self.runlog.attach(self.project_dir)  # a usable project, and ours: its run log may be written
             self.notices.extend(self.board.warnings)
             self.recover()
+            if self.config.reflexion.enabled:
+                self._project_memory()  # an unreachable shared memory stops the run here, not mid-task
             self._prune_memory()
         except BaseException:
             self.close()
@@ -159,6 +175,16 @@ class ProjectSession:
                 + loaded.hint_for("testCommands", "typecheckCommands")
             )
         return config
+
+    def _memory_url(self) -> str | None:
+        """The PostgreSQL memory the run uses: the worker's --memory, else memory.store."""
+        override = self.overrides.memory_store
+        if override and override != "project":
+            return override
+        try:
+            return memory_store_url(self.config.memory.store)
+        except ConfigError as exc:
+            raise UserError(str(exc)) from None
 
     def _refuse_dirty_tree(self) -> None:
         dirty, left = self.repo.dirty_paths(), set()
@@ -276,7 +302,11 @@ class ProjectSession:
 
     def _prune_memory(self) -> None:
         c = self.config
-        moved = apply_retention(self.project_dir, c.reflexion.retention_days, live_per_agent=c.memory.live_per_agent)
+        if self.memory_url and self._memory is None:
+            return  # reflexion off: the shared memory is not this run's to tend
+        store = self._memory.store if self._memory is not None else None
+        moved = apply_retention(self.project_dir, c.reflexion.retention_days, live_per_agent=c.memory.live_per_agent,
+                                store=store)
         if moved:
             self.notices.append(
                 f"moved {moved} reflection(s) to .openagents/memory/archive/: older than "
@@ -437,7 +467,7 @@ class ProjectSession:
         if c.reflexion.enabled:
             reflector = metered(c.reflection_model, "reflect")
             service = ReflectionService(
-                JsonlReflectionStore(Layout(self.project_dir).reflections),
+                self._project_memory().store,
                 reflector,
                 use_llm=c.reflexion.use_llm,
                 timeout_s=c.reflection_timeout_s,
@@ -477,18 +507,19 @@ class ProjectSession:
                           timeout_s=c.timeouts.model_seconds, command_timeout_s=c.timeouts.verify_seconds)
 
     def _project_memory(self) -> ProjectMemory:
-        """Lessons across tasks and outcome reflections: one per session, its index shared."""
+        """The store, lessons across tasks and outcome reflections: one per session, shared
+        by its tasks. A shared memory that cannot be reached is a UserError (exit 2)."""
         if self._memory is None:
-            from reflection.lesson_index import LessonIndex  # sqlite: only a run that remembers
-
             c, layout = self.config, Layout(self.project_dir)
             embedder = litellm_embedder(
                 self.resolve_model(c.memory.embedding_model), timeout_s=c.timeouts.model_seconds,
                 api_base=c.model.api_base, api_key_env=c.model.api_key_env,
             ) if c.memory.embedding_model else None
-            index = LessonIndex(layout.reflections.parent, embedder=embedder) if c.memory.cross_task_lessons else None
-            self._memory = ProjectMemory(layout.reflections.parent, JsonlReflectionStore(layout.reflections),
-                                         agent_name(c), c.memory, index)
+            try:
+                self._memory = open_project_memory(c, self.project_dir, layout.reflections.parent,
+                                                   store_url=self.memory_url, embedder=embedder)
+            except PostgresUnavailable as exc:
+                raise UserError(f"{exc} (memory.store)") from None
         return self._memory
 
     def _task_reflector(self, metered: Callable[[str, str], ChatModel]) -> TaskReflector:
@@ -684,23 +715,30 @@ RETENTION_EVERY_S = 24 * 3600  # pruning reads the whole memory: at most once a 
 
 
 def apply_retention(project_dir: Path, retention_days: int, now: float | None = None,
-                    live_per_agent: int = 30) -> int | None:
-    """Move to memory/archive/ the attempt reflections older than `retention_days` and the
-    outcome reflections beyond each agent's newest `live_per_agent`, at most once a day
-    (the mtime of `memory/.pruned` says when it last ran); how many moved, None when not due."""
+                    live_per_agent: int = 30, store: ReflectionStore | None = None) -> int | None:
+    """Move to the store's archive the attempt reflections older than `retention_days` and
+    the outcome reflections beyond each agent's newest `live_per_agent`, at most once a day
+    on this machine (the mtime of `memory/.pruned` says when it last ran); how many moved,
+    None when not due. `store`: the project's JSONL files unless given (a shared database)."""
     layout = Layout(project_dir)
     marker = layout.reflections.with_name(".pruned")
     now = time.time() if now is None else now
-    if not layout.reflections.exists():
-        return None
-    with contextlib.suppress(FileNotFoundError):
-        if now - marker.stat().st_mtime < RETENTION_EVERY_S:
+    own = store is None
+    store = JsonlReflectionStore(layout.reflections) if store is None else store
+    try:
+        if store.empty():
             return None
-    from reflection.retention import archive_outcomes  # once a day: its models only then
+        with contextlib.suppress(FileNotFoundError):
+            if now - marker.stat().st_mtime < RETENTION_EVERY_S:
+                return None
+        from reflection.retention import archive_outcomes  # once a day: its models only then
 
-    with JsonlReflectionStore(layout.reflections) as store:  # moves under the store's lock
         moved = store.prune(datetime.fromtimestamp(now, UTC) - timedelta(days=retention_days))
         moved += archive_outcomes(store, keep_per_agent=live_per_agent)
+    finally:
+        if own:
+            store.close()
+    marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
     os.utime(marker, (now, now))
     return moved

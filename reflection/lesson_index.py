@@ -508,6 +508,10 @@ class LessonIndex:
         rows = self._guarded(lambda conn: conn.execute(query, (min_helped,)).fetchall())
         return [(Lesson.from_json(body), shown, helped) for body, shown, helped in rows]
 
+    def has_uses(self) -> bool:
+        """A lesson was shown at least once (`lesson-uses.jsonl` exists)."""
+        return (self.memory_dir / USES).exists()
+
     # -- reading --------------------------------------------------------------------
 
     def lessons(self) -> list[Lesson]:

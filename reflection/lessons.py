@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -300,3 +300,35 @@ def best_lessons(ranked: Iterable[RankedLesson], limit: int) -> list[RankedLesso
         if len(chosen) >= limit:
             break
     return chosen
+
+
+class LessonRanker(Protocol):
+    """Where lessons are ranked: the SQLite cache beside the JSONL files
+    (reflection/lesson_index.py) or the team's PostgreSQL (reflection/postgres/lessons.py).
+    Both score with `score_lesson`, so a lesson ranks the same on either."""
+
+    def rank(self, query: LessonQuery, limit: int = 3) -> list[RankedLesson]:
+        """The `limit` lessons that best fit `query`, best first; never the excluded task's."""
+        ...
+
+    def search(self, text: str, limit: int = 10) -> list[RankedLesson]:
+        """The same ranking for a free-text query (`goldenloop memory search`)."""
+        ...
+
+    def record_use(self, lesson_ids: Iterable[str], *, task_id: str, attempt: int, passed: bool) -> None:
+        """Note that these lessons were shown to an attempt, and whether it passed."""
+        ...
+
+    def usefulness(self, lesson_id: str) -> tuple[int, int]:
+        """(shown, helped) of one lesson."""
+        ...
+
+    def proven(self, min_helped: int) -> list[tuple[Lesson, int, int]]:
+        """(lesson, shown, helped) for every lesson followed by at least `min_helped` passes."""
+        ...
+
+    def has_uses(self) -> bool:
+        """Whether any lesson was ever shown (no rule can have proved itself before)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,9 +1,10 @@
 """Retention of outcome reflections: the newest 30 per agent stay, older ones are archived.
 
-The protocol keeps the last 30 reflections of each agent at hand and archives the rest
-by year. Nothing is deleted: records move, as their exact lines, from reflections.jsonl
-to `<memory>/archive/reflections-<year>.jsonl` (see `JsonlReflectionStore.move_out`),
-where `archived_outcomes` finds them again, e.g. for the markdown view's archive.
+The protocol keeps the last 30 reflections of each agent at hand and archives the rest.
+Nothing is deleted: records move to the store's archive (for the JSONL store, as their
+exact lines, to `<memory>/archive/reflections-<year>.jsonl`; see `JsonlReflectionStore.move_out`),
+where `archived_outcomes` finds them again, e.g. for the markdown view's archive. Any
+`ReflectionStore` will do: which records leave is decided here, once.
 """
 
 from __future__ import annotations
@@ -12,33 +13,25 @@ from collections import defaultdict
 from datetime import UTC
 from pathlib import Path
 
-import orjson
-
-from reflection.outcome import OutcomeReflection, is_outcome
-from reflection.store import JsonlReflectionStore
+from reflection.location import REFLECTIONS_PATH
+from reflection.outcome import OutcomeReflection
+from reflection.store import JsonlReflectionStore, ReflectionStore
 
 LIVE_PER_AGENT = 30
 
 
-def archive_outcomes(store: JsonlReflectionStore, keep_per_agent: int = LIVE_PER_AGENT) -> int:
+def archive_outcomes(store: ReflectionStore, keep_per_agent: int = LIVE_PER_AGENT) -> int:
     """Move each agent's outcome records beyond its newest `keep_per_agent` to the
-    yearly archive; how many moved. Attempt reflections are left alone."""
+    store's archive; how many moved. Attempt reflections are left alone."""
     leaving = _beyond_newest(store.outcomes(), max(keep_per_agent, 0))
     if not leaving:
         return 0
-    return store.move_out(lambda obj: is_outcome(obj) and obj.get("id") in leaving)
+    return store.archive(leaving)
 
 
 def archived_outcomes(memory_dir: Path) -> list[OutcomeReflection]:
-    """The outcome records in `<memory_dir>/archive/`, oldest year first, each id once
-    (a move cut short by a kill and redone may have archived a record twice)."""
-    found: dict[str, OutcomeReflection] = {}
-    for path in sorted((Path(memory_dir) / "archive").glob("reflections-*.jsonl")):
-        for line in path.read_bytes().splitlines():
-            record = _outcome(line)
-            if record is not None:
-                found.setdefault(record.id, record)
-    return list(found.values())
+    """The outcome records in `<memory_dir>/archive/` (the JSONL store's archive)."""
+    return JsonlReflectionStore(Path(memory_dir) / REFLECTIONS_PATH.name).archived_outcomes()
 
 
 def _beyond_newest(records: list[OutcomeReflection], keep: int) -> set[str]:
@@ -59,10 +52,3 @@ def _utc_key(record: OutcomeReflection) -> float:
     value = record.created_at
     return (value.replace(tzinfo=UTC) if value.tzinfo is None else value).timestamp()
 
-
-def _outcome(line: bytes) -> OutcomeReflection | None:
-    try:
-        obj = orjson.loads(line)
-        return OutcomeReflection.model_validate(obj) if is_outcome(obj) else None
-    except ValueError:  # orjson and pydantic errors alike: not a record we can read
-        return None

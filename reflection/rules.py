@@ -24,7 +24,7 @@ from reflection.fileio import atomic_write, file_lock
 from reflection.lessons import normal_text
 
 if TYPE_CHECKING:  # the index (sqlite) is imported by the runs that rank lessons
-    from reflection.lesson_index import LessonIndex
+    from reflection.lessons import LessonRanker
 
 RULES_FILE = "rules.md"
 RULES_HEADER = (
@@ -79,7 +79,7 @@ def _one_tasks(rule: str) -> bool:
 
 
 def promote_rules(
-    index: LessonIndex, memory_dir: Path, min_passes: int = 3, *, min_pass_rate: float = 0.5
+    index: LessonRanker, memory_dir: Path, min_passes: int = 3, *, min_pass_rate: float = 0.5
 ) -> list[str]:
     """Append the rules of lessons that proved themselves to rules.md; return those added."""
     path = Path(memory_dir) / RULES_FILE

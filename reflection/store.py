@@ -46,7 +46,7 @@ import tempfile
 import threading
 import weakref
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -88,9 +88,17 @@ _CHUNK = 4 << 20  # bytes per read while scanning; lines longer than this still 
 
 @runtime_checkable
 class ReflectionStore(Protocol):
-    """Episodic memory of reflections; `recent` is what a retry prompt reads."""
+    """Episodic memory of reflections: what every backend (in memory, JSONL files,
+    PostgreSQL) does alike, proved by one conformance suite (tests/memory/).
 
-    location: str | None  # where the reflections are kept, for people; None: in memory
+    Two kinds of record share a store: attempt reflections (`Reflection`, what a retry
+    reads through `recent`) and a task's outcome records (`OutcomeReflection`). Records
+    keep every key they were written with, unknown ones too. Nothing is deleted: `prune`
+    and `archive` move records to the store's archive, where `archived_outcomes` and
+    `find` still see them. Appends from many processes are never lost or interleaved.
+    """
+
+    location: str | None  # where the reflections are kept, for people (no password); None: in memory
 
     def append(self, reflection: Reflection) -> None:
         """Store one reflection; every reader sees it once this returns."""
@@ -101,15 +109,43 @@ class ReflectionStore(Protocol):
         ...
 
     def iterate(self) -> Iterator[Reflection]:
-        """Every reflection, in the order they were appended."""
+        """Every live attempt reflection, in the order they were appended."""
         ...
 
     def count(self) -> int:
-        """How many reflections the store holds."""
+        """How many live attempt reflections the store holds."""
+        ...
+
+    def empty(self) -> bool:
+        """Nothing was ever stored here (cheap: a run with no memory yet opens nothing more)."""
         ...
 
     def prune(self, older_than: datetime) -> int:
-        """Remove reflections created before `older_than`; return how many went."""
+        """Move attempt reflections created before `older_than` to the archive; how many moved."""
+        ...
+
+    def append_outcome(self, record: OutcomeReflection) -> None:
+        """Store one outcome record, as `append` stores a reflection."""
+        ...
+
+    def outcomes(self) -> list[OutcomeReflection]:
+        """Every live outcome record, in the order they were appended."""
+        ...
+
+    def archive(self, ids: Collection[str]) -> int:
+        """Move the live outcome records with these ids to the archive; how many moved."""
+        ...
+
+    def archived_outcomes(self) -> list[OutcomeReflection]:
+        """The outcome records in the archive, each id once, oldest first."""
+        ...
+
+    def find(self, record_id: str) -> dict[str, Any] | None:
+        """Any record by id, live or archived, as stored (every key); None if unknown."""
+        ...
+
+    def close(self) -> None:
+        """Release files or connections; the store opens them again if used."""
         ...
 
 
@@ -121,7 +157,7 @@ def as_utc(value: datetime) -> datetime:
 class InMemoryReflectionStore:
     """A store for tests and for runs that should leave nothing on disk.
 
-    It keeps its own copies, so a caller mutating a reflection later changes nothing here.
+    It keeps its own copies, so a caller mutating a record later changes nothing here.
     """
 
     location = None
@@ -129,6 +165,8 @@ class InMemoryReflectionStore:
     def __init__(self, reflections: Iterable[Reflection] = ()) -> None:
         self._mutex = threading.Lock()
         self._records: list[Reflection] = []
+        self._outcomes: list[OutcomeReflection] = []
+        self._archived: list[Reflection | OutcomeReflection] = []
         for reflection in reflections:
             self.append(reflection)
 
@@ -157,13 +195,51 @@ class InMemoryReflectionStore:
         with self._mutex:
             return len(self._records)
 
+    def empty(self) -> bool:
+        with self._mutex:
+            return not (self._records or self._outcomes or self._archived)
+
     def prune(self, older_than: datetime) -> int:
         cutoff = as_utc(older_than)
         with self._mutex:
-            kept = [r for r in self._records if as_utc(r.created_at) >= cutoff]
-            removed = len(self._records) - len(kept)
-            self._records = kept
-        return removed
+            leaving = [r for r in self._records if as_utc(r.created_at) < cutoff]
+            self._records = [r for r in self._records if as_utc(r.created_at) >= cutoff]
+            self._archived.extend(leaving)
+        return len(leaving)
+
+    def append_outcome(self, record: OutcomeReflection) -> None:
+        with self._mutex:
+            self._outcomes.append(record.model_copy(deep=True))
+
+    def outcomes(self) -> list[OutcomeReflection]:
+        with self._mutex:
+            return [record.model_copy(deep=True) for record in self._outcomes]
+
+    def archive(self, ids: Collection[str]) -> int:
+        wanted = set(ids)
+        with self._mutex:
+            leaving = [r for r in self._outcomes if r.id in wanted]
+            self._outcomes = [r for r in self._outcomes if r.id not in wanted]
+            self._archived.extend(leaving)
+        return len(leaving)
+
+    def archived_outcomes(self) -> list[OutcomeReflection]:
+        found: dict[str, Any] = {}
+        with self._mutex:
+            for record in self._archived:
+                if getattr(record, "kind", None) == OUTCOME_KIND:
+                    found.setdefault(record.id, record.model_copy(deep=True))
+        return list(found.values())
+
+    def find(self, record_id: str) -> dict[str, Any] | None:
+        with self._mutex:
+            for record in (*self._records, *self._outcomes, *self._archived):
+                if record.id == record_id:
+                    return record.to_dict()
+        return None
+
+    def close(self) -> None:
+        """Nothing to release: the records live as long as the store."""
 
 
 class _Handles:
@@ -844,6 +920,62 @@ class JsonlReflectionStore:
         finally:
             os.close(fd)
         return found
+
+    def empty(self) -> bool:
+        """No reflections file yet: a project that has never remembered anything."""
+        return not self._path.exists()
+
+    def archive(self, ids: Collection[str]) -> int:
+        """Move the outcome records with these ids to the yearly archive (see `move_out`)."""
+        wanted = set(ids)
+        if not wanted:
+            return 0
+        return self.move_out(lambda obj: obj.get("kind") == OUTCOME_KIND and obj.get("id") in wanted)
+
+    def archived_outcomes(self) -> list[OutcomeReflection]:
+        """The outcome records of `archive/reflections-<year>.jsonl`, oldest year first, each
+        id once (a move cut short by a kill and redone may have archived a record twice)."""
+        from reflection.outcome import OutcomeReflection
+
+        found: dict[str, OutcomeReflection] = {}
+        for line in self._archived_lines():
+            obj = _load(line)
+            if _is_ours(obj):
+                try:
+                    record = OutcomeReflection.model_validate(obj)
+                except ValidationError:
+                    continue
+                found.setdefault(record.id, record)
+        return list(found.values())
+
+    def find(self, record_id: str) -> dict[str, Any] | None:
+        """Any record with this id, live first, then archived; its JSON object as stored."""
+        needle = orjson.dumps(record_id)
+        try:
+            live = [self._path.read_bytes()]
+        except FileNotFoundError:
+            live = []
+        for chunk in live:
+            for line in chunk.splitlines():
+                body = self._with_id(line, needle, record_id)
+                if body is not None:
+                    return body
+        for line in self._archived_lines():
+            body = self._with_id(line, needle, record_id)
+            if body is not None:
+                return body
+        return None
+
+    @staticmethod
+    def _with_id(line: bytes, needle: bytes, record_id: str) -> dict[str, Any] | None:
+        if needle not in line:
+            return None  # cheap: most lines are other records
+        obj = _load(line)
+        return obj if type(obj) is dict and obj.get("id") == record_id else None
+
+    def _archived_lines(self) -> Iterator[bytes]:
+        for path in sorted(self.archive_dir.glob("reflections-*.jsonl")):
+            yield from path.read_bytes().splitlines()
 
     def _outcome_at(self, line: bytes, pos: int) -> OutcomeReflection | None:
         if OUTCOME_KIND.encode() not in line:

@@ -3,6 +3,7 @@ model that starts every test with its script unused."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,3 +27,19 @@ def git_repo(tmp_path: Path) -> Path:
 def fresh_script_state() -> None:
     """Scripted replies are counted per process: each test reads its script from the top."""
     reset_scripted_state()
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """The session's PostgreSQL server (pgserver), started on first use."""
+    from pg import PgServer
+
+    server = PgServer(tmp_path_factory.mktemp("postgres"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """The URL of a fresh, empty database of its own on the session's server."""
+    return pg_server.new_database()

@@ -184,12 +184,24 @@ def _subtasks(project: Path, task_id: str) -> list[dict[str, Any]]:
 
 
 def _reflections(layout: Layout, task_id: str) -> list[dict[str, Any]]:
-    if not layout.reflections.exists():
-        return []
-    from reflection.store import JsonlReflectionStore
+    """The task's attempt reflections, from the store project.json names."""
+    from orchestrator.config import ConfigError, load_config
+    from orchestrator.loop.project_memory import configured_store
+    from reflection.postgres.connection import PostgresUnavailable
 
-    with JsonlReflectionStore(layout.reflections) as store:
+    try:
+        store = configured_store(load_config(layout.project_dir).config, layout.project_dir)
+    except ConfigError:
+        return []  # the backlog is shown all the same; a run names what is wrong with the config
+    except PostgresUnavailable as exc:
+        print(f"goldenloop show: reflections not shown: {exc}", file=sys.stderr)
+        return []
+    try:
+        if store.empty():
+            return []
         return [r.to_dict() for r in store.iterate() if r.task_id == task_id]
+    finally:
+        store.close()
 
 
 def _packet_summary(packet: Path) -> str:

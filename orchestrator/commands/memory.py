@@ -1,33 +1,37 @@
 """`goldenloop memory ...`: the project's memory, seen and managed from the command line.
 
-The files stay the memory (reflections.jsonl, the markdown view, rules.md, the
-archive); these commands read and move them with the same code the loop uses, so
-`memory search` answers with the loop's own ranking. Exit codes: 0 done, 1 no such
-record, 2 usage or config error.
+The store project.json names is the memory (reflections.jsonl and its archive, or a
+team's PostgreSQL), with the local markdown view and rules.md beside it; these commands
+read and move them with the same code the loop uses, so `memory search` answers with the
+loop's own ranking. Exit codes: 0 done, 1 no such record, 2 usage or config error
+(including a database that cannot be reached).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from orchestrator.config import ConfigError, ProjectConfig, load_config
+from orchestrator.config import ConfigError, ProjectConfig, load_config, memory_store_url
 from orchestrator.layout import Layout, find_project
-from reflection.lesson_index import LessonIndex
+from orchestrator.loop.project_memory import configured_store, project_key
+from reflection.backends import open_lesson_index
+from reflection.lessons import LessonRanker
 from reflection.outcome import OutcomeReflection
 from reflection.outcome_markdown import to_markdown, write_markdown_view
-from reflection.retention import archive_outcomes, archived_outcomes
+from reflection.postgres.connection import PostgresUnavailable
+from reflection.retention import archive_outcomes
 from reflection.rules import read_rules
-from reflection.store import JsonlReflectionStore
+from reflection.store import JsonlReflectionStore, ReflectionStore
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 
@@ -44,6 +48,8 @@ def run_memory(args: argparse.Namespace) -> int:
         return COMMANDS[args.action](args, Layout(project), _config(project))
     except MemoryCommandError as exc:
         return _fail(str(exc), exc.code)
+    except PostgresUnavailable as exc:
+        return _fail(str(exc), EXIT_USAGE)
     except BrokenPipeError:  # `... | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
@@ -71,6 +77,34 @@ def _config(project: Path) -> ProjectConfig:
         raise MemoryCommandError(str(exc)) from None
 
 
+@contextmanager
+def _store(layout: Layout, config: ProjectConfig) -> Iterator[ReflectionStore]:
+    """The store project.json names, closed afterwards."""
+    try:
+        store = configured_store(config, layout.project_dir)
+    except ConfigError as exc:
+        raise MemoryCommandError(str(exc)) from None
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def _lessons(layout: Layout, config: ProjectConfig) -> Iterator[LessonRanker]:
+    """The lesson ranking of the store project.json names, closed afterwards."""
+    try:
+        url = memory_store_url(config.memory.store)
+    except ConfigError as exc:
+        raise MemoryCommandError(str(exc)) from None
+    key = project_key(config, layout.project_dir) if url else ""
+    index = open_lesson_index(url, layout.reflections.parent, project=key)
+    try:
+        yield index
+    finally:
+        index.close()
+
+
 def _out(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -82,15 +116,14 @@ def _out(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> int:
 # -- list, show -------------------------------------------------------------------------
 
 
-def _records(layout: Layout, archived: bool) -> list[OutcomeReflection]:
-    if archived:
-        return archived_outcomes(layout.reflections.parent)
-    with JsonlReflectionStore(layout.reflections) as store:
-        return store.outcomes()
+def _records(store: ReflectionStore, archived: bool) -> list[OutcomeReflection]:
+    return store.archived_outcomes() if archived else store.outcomes()
 
 
-def _list(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
-    records = [r for r in _records(layout, args.archived)
+def _list(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    with _store(layout, config) as store:
+        found = _records(store, args.archived)
+    records = [r for r in found
                if (args.kind is None or r.outcome == args.kind) and (args.agent is None or r.agent == args.agent)]
     records = sorted(records, key=lambda r: r.created_at, reverse=True)[: args.limit]
 
@@ -105,30 +138,25 @@ def _list(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> i
     return _out(args, [r.to_dict() for r in records], table)
 
 
-def _show(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
-    for record in (*_records(layout, False), *_records(layout, True)):
-        if record.id == args.id:
+def _show(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    with _store(layout, config) as store:
+        body = store.find(args.id)
+    if body is None:
+        raise MemoryCommandError(f"no reflection with id {args.id}", EXIT_NOT_FOUND)
+    if body.get("kind") == "outcome":
+        with suppress_invalid():
+            record = OutcomeReflection.model_validate(body)
             return _out(args, record.to_dict(), lambda: to_markdown(record).rstrip())
-    body = _attempt_reflection(layout, args.id)
-    if body is not None:
-        return _out(args, body, lambda: "\n".join(f"{k}: {_plain(v)}" for k, v in body.items()))
-    raise MemoryCommandError(f"no reflection with id {args.id}", EXIT_NOT_FOUND)
+    return _out(args, body, lambda: "\n".join(f"{k}: {_plain(v)}" for k, v in body.items()))
 
 
-def _attempt_reflection(layout: Layout, record_id: str) -> dict[str, Any] | None:
-    """An attempt reflection by id, live or archived."""
-    with JsonlReflectionStore(layout.reflections) as store:
-        for reflection in store.iterate():
-            if reflection.id == record_id:
-                return reflection.to_dict()
-    for path in sorted((layout.reflections.parent / "archive").glob("reflections-*.jsonl")):
-        for line in path.read_bytes().splitlines():
-            if record_id.encode() in line:
-                with contextlib.suppress(orjson.JSONDecodeError):
-                    body = orjson.loads(line)
-                    if isinstance(body, dict) and body.get("id") == record_id:
-                        return body
-    return None
+@contextmanager
+def suppress_invalid() -> Iterator[None]:
+    """An outcome record this version cannot read is shown as its plain keys instead."""
+    try:
+        yield
+    except ValueError:
+        pass
 
 
 def _plain(value: Any) -> str:
@@ -138,10 +166,10 @@ def _plain(value: Any) -> str:
 # -- search, rules --------------------------------------------------------------------
 
 
-def _search(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
+def _search(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
     if not args.text.strip():
         raise MemoryCommandError("search needs some words to look for")
-    with LessonIndex(layout.reflections.parent) as index:
+    with _lessons(layout, config) as index:
         ranked = index.search(args.text, args.limit)
     ranked = [r for r in ranked if r.score > 0]
     data = [{"id": r.lesson.id, "taskId": r.lesson.task_id, "kind": r.lesson.kind, "score": round(r.score, 4),
@@ -159,7 +187,7 @@ def _search(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) ->
 def _rules(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
     memory_dir = layout.reflections.parent
     rules = read_rules(memory_dir)
-    with LessonIndex(memory_dir) as index:
+    with _lessons(layout, config) as index:
         proven = [(lesson, shown, helped) for lesson, shown, helped in index.proven(1) if lesson.rule]
     candidates = [{"rule": lesson.rule, "lessonId": lesson.id, "shown": shown, "helped": helped}
                   for lesson, shown, helped in proven if lesson.rule not in rules]
@@ -180,28 +208,37 @@ def _rules(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> i
 
 def _prune(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
     days = args.older_than if args.older_than is not None else config.reflexion.retention_days
-    with JsonlReflectionStore(layout.reflections) as store:
+    with _store(layout, config) as store:
         moved = store.prune(datetime.now(UTC) - timedelta(days=days))
-    where = layout.reflections.parent / "archive"
+        where = _archive_of(store, layout)
     return _out(args, {"moved": moved, "olderThanDays": days, "archive": str(where)},
                 lambda: f"moved {moved} reflection(s) older than {days} days to {where}")
+
+
+def _archive_of(store: ReflectionStore, layout: Layout) -> str:
+    """Where the store's archive is, for people."""
+    if isinstance(store, JsonlReflectionStore):
+        return str(store.archive_dir)
+    return f"the archive of {store.location}"
 
 
 def _archive(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
     keep = args.keep if args.keep is not None else config.memory.live_per_agent
     memory_dir = layout.reflections.parent
-    with JsonlReflectionStore(layout.reflections) as store:
+    with _store(layout, config) as store:
         moved = archive_outcomes(store, keep_per_agent=keep)
-        live = store.outcomes()
-    write_markdown_view(live, memory_dir, archived=archived_outcomes(memory_dir))
+        live, old = store.outcomes(), store.archived_outcomes()
+        where = _archive_of(store, layout)
+    write_markdown_view(live, memory_dir, archived=old)
     return _out(args, {"moved": moved, "keptPerAgent": keep},
                 lambda: f"moved {moved} task reflection(s) beyond the newest {keep} per agent to "
-                        f"{memory_dir / 'archive'}; markdown view updated")
+                        f"{where}; markdown view updated")
 
 
-def _export(args: argparse.Namespace, layout: Layout, _config: ProjectConfig) -> int:
+def _export(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
     memory_dir = layout.reflections.parent
-    live, old = _records(layout, False), archived_outcomes(memory_dir)
+    with _store(layout, config) as store:
+        live, old = store.outcomes(), store.archived_outcomes()
     if args.markdown and args.out is not None:
         raise MemoryCommandError("--markdown rebuilds .openagents/memory/reflections/ in place; --out does not apply")
     if args.markdown:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.loop.plan import AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.tasks import Task
-from reflection.lessons import USES, LessonQuery, RankedLesson
+from reflection.lessons import LessonQuery, RankedLesson
 from reflection.rules import append_to_agent_file, promote_rules
 
 if TYPE_CHECKING:  # the outcome model is built when a task ends, not at start-up
@@ -38,7 +38,7 @@ _KINDS = {"edit_failed": "edit", "user_files": "touched_user_files", "repeat": "
 def lessons_for(p: LoopParts, task: Task, subtask: Subtask, signatures: Sequence[str] = ()) -> tuple[str, list[str]]:
     """The lessons block of a subtask's first prompt and the ids shown; ('', []) if none."""
     memory = p.memory
-    if memory is None or memory.index is None or not memory.store.path.exists():
+    if memory is None or memory.index is None or memory.store.empty():
         return "", []  # no memory yet: not even the index is opened
     text = "\n".join(filter(None, (task.title, task.description, subtask.title, subtask.description)))
     query = LessonQuery(text=text, task_type=task.type, labels=tuple(task.labels), files=tuple(_PATH.findall(text)),
@@ -105,7 +105,7 @@ def promote_rules_of(p: LoopParts, task: Task) -> None:
     """Lessons whose rule kept helping join memory/rules.md (every prompt carries it) and,
     with memory.promoteRulesTo, the agent's own file in a commit of its own."""
     memory = p.memory
-    if memory is None or memory.index is None or not (memory.memory_dir / USES).exists():
+    if memory is None or memory.index is None or not memory.index.has_uses():
         return  # no lesson was ever shown: nothing can have proved itself
     try:
         promoted = promote_rules(memory.index, memory.memory_dir, min_passes=memory.settings.rule_min_passes)

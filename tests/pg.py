@@ -1,0 +1,49 @@
+"""A real PostgreSQL server for the tests, started from the pip-installable pgserver package.
+
+One server per test session (it starts in about a second); each test that wants one gets
+a database of its own (`new_database`, about 30 ms), so tests never see each other's rows.
+The server listens on a Unix socket only, in the session's temporary folder.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import warnings
+from pathlib import Path
+
+import psycopg
+
+_names = itertools.count(1)
+
+
+class PgServer:
+    def __init__(self, base: Path) -> None:
+        # pgserver keeps a lock and, for long paths, its socket in the user's runtime folder.
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(base))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pgserver
+
+        self._pgserver = pgserver
+        self.server = pgserver.get_server(base / "pgdata", cleanup_mode="delete")
+
+    def url(self, database: str = "postgres") -> str:
+        return self.server.get_uri(database)
+
+    def new_database(self, prefix: str = "test") -> str:
+        """A fresh, empty database; its URL."""
+        name = f"{prefix}_{os.getpid()}_{next(_names)}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def restart(self, mode: str = "immediate") -> None:
+        """Stop the server the way a crash (`immediate`) or an operator (`fast`) would, and start it again."""
+        from pgserver import _commands  # the package's own pg_ctl, run as its server user
+
+        _commands.pg_ctl(["-w", "-m", mode, "restart"], pgdata=self.server.pgdata,
+                         user=self.server.system_user, timeout=60)
+
+    def stop(self) -> None:
+        self.server.cleanup()
