@@ -4,7 +4,9 @@ scripted model answers at once."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import warnings
 from pathlib import Path
 
 
@@ -44,3 +46,29 @@ def backlog_repo(
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "init")
     return repo
+
+
+class Postgres:
+    """A throwaway PostgreSQL server (pgserver, from the test extra) in `base`; a fresh
+    database per measurement."""
+
+    def __init__(self, base: Path) -> None:
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(base))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs warns about the runtime folder
+            import pgserver
+        (base / "pg").mkdir(exist_ok=True)
+        self.server = pgserver.get_server(base / "pg" / "pgdata", cleanup_mode="delete")
+        self.count = 0
+
+    def new_database(self) -> str:
+        import psycopg
+
+        self.count += 1
+        name = f"bench_{self.count}"
+        with psycopg.connect(self.server.get_uri("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.server.get_uri(name)
+
+    def stop(self) -> None:
+        self.server.cleanup()

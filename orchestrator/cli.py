@@ -112,7 +112,8 @@ def memory_parser() -> argparse.ArgumentParser:
         prog="goldenloop memory",
         description="See and manage the project's memory: the task reflections (.openagents/memory/), "
         "the lessons the loop shows other tasks, and the rules every prompt carries.",
-        epilog="exit codes: 0 done, 1 no such record, 2 usage or config error",
+        epilog="exit codes: 0 done, 1 no such record, 2 usage or config error (a database that cannot be "
+        "reached or used included)",
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")
@@ -137,6 +138,13 @@ def memory_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", parents=[common], help="every task reflection as JSON lines, or the markdown view")
     export.add_argument("--out", type=Path, metavar="FILE", help="write here instead of standard output")
     export.add_argument("--markdown", action="store_true", help="regenerate .openagents/memory/reflections/ instead")
+    migrate = sub.add_parser("migrate", parents=[common],
+                             help="copy the memory into a team's PostgreSQL or back into JSONL files (idempotent)")
+    migrate.add_argument("--to", required=True, metavar="URL|jsonl",
+                         help='a postgresql:// URL (a password in it is never printed), "env:VARIABLE" holding one, '
+                              'or "jsonl" for .openagents/memory/')
+    migrate.add_argument("--from", dest="source", metavar="URL|jsonl",
+                         help="where to copy from (default: the store project.json names)")
     return parser
 
 

@@ -62,6 +62,10 @@ class Lesson:
     created_at: str
     agent: str | None
     context: str = ""  # words it is found by but does not teach (title, what went wrong)
+    # The project it comes from when a team's shared store ranked another project's
+    # lesson (reflection/postgres/lessons.py); "" for the asking project's own. Last, so
+    # that lessons.sqlite rows written before it still read.
+    project: str = ""
 
     @classmethod
     def from_record(cls, obj: Any) -> Lesson | None:

@@ -55,7 +55,7 @@ import orjson
 from pydantic import ValidationError
 
 from reflection.location import REFLECTIONS_PATH
-from reflection.schema import Reflection
+from reflection.schema import Reflection, StoredLine
 
 if TYPE_CHECKING:  # its model is built on first use: most runs never read an outcome line
     from reflection.outcome import OutcomeReflection
@@ -82,6 +82,7 @@ REQUIRED_KEYS = frozenset(
 )
 
 _CHUNK = 4 << 20  # bytes per read while scanning; lines longer than this still work
+_RAW_BATCH = 1000  # records per write when copying a memory in (add_raw)
 
 
 
@@ -374,6 +375,34 @@ def _is_record(obj: Any) -> bool:
 def _is_ours(obj: Any) -> bool:
     """A line of this file that is not an attempt reflection (an outcome record): no warning."""
     return type(obj) is dict and obj.get("kind") == OUTCOME_KIND
+
+
+ATTEMPT_KIND = "attempt"  # what record_kind calls a line without `kind`
+
+
+def record_kind(obj: Any) -> str | None:
+    """"attempt" or "outcome" for a parsed line that is a record of a store (with a string
+    id); None for anything else: unreadable, another tool's line, a record without its keys."""
+    if type(obj) is not dict or type(obj.get("id")) is not str:
+        return None
+    if _is_record(obj):
+        return ATTEMPT_KIND
+    return OUTCOME_KIND if _is_ours(obj) else None
+
+
+def in_record_order(body: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a record's body in the order its model writes them (identifying keys
+    first, then its fields, then keys it does not know), as a human reads a line. For a
+    body that came back from a store that does not keep key order (JSONB)."""
+    if body.get("kind") == OUTCOME_KIND:
+        from reflection.outcome import OutcomeReflection
+
+        model: type[StoredLine] = OutcomeReflection
+    else:
+        model = Reflection
+    order = [*model.key_order, *(field.alias or name for name, field in model.model_fields.items())]
+    head = {key: body[key] for key in dict.fromkeys(order) if key in body}
+    return head | body
 
 
 def _is_old_record(cutoff: datetime) -> Callable[[dict[str, Any]], bool]:
@@ -889,6 +918,62 @@ class JsonlReflectionStore:
             by_year.setdefault(_year_of(orjson.loads(line)), []).append(line)
         for year, batch in sorted(by_year.items()):
             _append_durably(self.archive_dir / f"reflections-{year}.jsonl", batch)
+
+    # -- raw records, for copying a memory (reflection/migrate.py) ---------------
+
+    def raw_records(self) -> Iterator[tuple[dict[str, Any] | None, bool]]:
+        """Every line of the archive (oldest year first), then of the file, parsed:
+        (body, archived). The body is None for a line that is no record (`record_kind`);
+        blank lines are passed over."""
+        for path in sorted(self.archive_dir.glob("reflections-*.jsonl")):
+            yield from self._raw_lines(path, archived=True)
+        yield from self._raw_lines(self._path, archived=False)
+
+    @staticmethod
+    def _raw_lines(path: Path, *, archived: bool) -> Iterator[tuple[dict[str, Any] | None, bool]]:
+        try:
+            handle = path.open("rb")
+        except FileNotFoundError:
+            return
+        with handle:
+            for line in handle:
+                if line.strip():
+                    obj = _load(line)
+                    yield (obj if record_kind(obj) else None), archived
+
+    def add_raw(self, records: Iterable[tuple[dict[str, Any], bool]]) -> int:
+        """Append every (body, archived) record whose id neither the file nor the archive
+        holds yet: live ones to the file (under the lock, a batch per write), archived ones
+        to `archive/reflections-<year>.jsonl`. How many were new. Each body must be a
+        record (`record_kind`)."""
+        known = {obj["id"] for obj, _ in self.raw_records() if obj is not None}
+        added = 0
+        live: list[bytes] = []
+        archived: list[bytes] = []
+        for body, is_archived in records:
+            if body["id"] in known:
+                continue
+            known.add(body["id"])
+            (archived if is_archived else live).append(orjson.dumps(in_record_order(body)))
+            added += 1
+            if len(live) + len(archived) >= _RAW_BATCH:
+                self._put_raw(live, archived)
+                live, archived = [], []
+        self._put_raw(live, archived)
+        return added
+
+    def _put_raw(self, live: list[bytes], archived: list[bytes]) -> None:
+        if archived:
+            self._archive(archived)
+        if live:
+            data = b"".join(line + b"\n" for line in live)
+            with self._mutex:
+                lock_fd = self._lock_fd()
+                fcntl.flock(lock_fd, fcntl.LOCK_EX)
+                try:
+                    self._write_line(data)  # the index reads them on its next refresh
+                finally:
+                    fcntl.flock(lock_fd, fcntl.LOCK_UN)
 
     # -- outcome records --------------------------------------------------------
 

@@ -30,11 +30,11 @@ def fresh_script_state() -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+def pg_server() -> Iterator:
     """The session's PostgreSQL server (pgserver), started on first use."""
     from pg import PgServer
 
-    server = PgServer(tmp_path_factory.mktemp("postgres"))
+    server = PgServer()
     yield server
     server.stop()
 

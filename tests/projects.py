@@ -264,3 +264,12 @@ def do_one_task(repo: Path, *args: str) -> int:
     from orchestrator.cli import do_one_task_main
 
     return do_one_task_main(["--dir", str(repo), *args])
+
+
+def outcome_record(n: int, **extra: object) -> dict[str, Any]:
+    """A task's outcome line of reflections.jsonl (a failed one), as the memory commands read it."""
+    return {"id": f"R-{n}", "kind": "outcome", "outcome": "failed", "sessionId": "s", "taskId": f"T-{n}",
+            "agent": "coder", "title": f"parse dates in report {n}", "createdAt": f"2026-10-{n + 1:02d}T08:00:00Z",
+            "files": ["src/report.py"], "labels": [], "whatWentWrong": "The parser dropped the timezone.",
+            "whatToDoDifferently": f"Keep the timezone when parsing ISO dates of report {n}.",
+            "tacticalRule": "Always parse dates with their timezone.", "source": "heuristic", **extra}

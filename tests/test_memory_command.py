@@ -7,17 +7,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from projects import outcome_record
 
 from orchestrator.cli import main
-
-
-def outcome(n: int, **extra: object) -> dict:
-    return {"id": f"R-{n}", "kind": "outcome", "outcome": "failed", "sessionId": "s", "taskId": f"T-{n}",
-            "agent": "coder", "title": f"parse dates in report {n}", "createdAt": f"2026-10-{n + 1:02d}T08:00:00Z",
-            "files": ["src/report.py"], "labels": [], "whatWentWrong": "The parser dropped the timezone.",
-            "whatToDoDifferently": f"Keep the timezone when parsing ISO dates of report {n}.",
-            "tacticalRule": "Always parse dates with their timezone.", "source": "heuristic", **extra}
-
 
 ATTEMPT = {"id": "A-1", "sessionId": "s", "taskId": "T-9", "subtaskId": "T-9.1", "attemptNumber": 1,
            "category": "root_cause", "analysis": "Off by one in the loop.", "suggestion": "Use range(n).",
@@ -28,7 +20,7 @@ ATTEMPT = {"id": "A-1", "sessionId": "s", "taskId": "T-9", "subtaskId": "T-9.1",
 def project(tmp_path: Path) -> Path:
     memory = tmp_path / ".openagents" / "memory"
     memory.mkdir(parents=True)
-    lines = [orjson.dumps(outcome(n)) for n in range(3)] + [orjson.dumps(ATTEMPT)]
+    lines = [orjson.dumps(outcome_record(n)) for n in range(3)] + [orjson.dumps(ATTEMPT)]
     (memory / "reflections.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     (memory / "rules.md").write_text("# Rules\n\n- Run the linter before committing.\n")
     return tmp_path

@@ -3,8 +3,9 @@
 The store project.json names is the memory (reflections.jsonl and its archive, or a
 team's PostgreSQL), with the local markdown view and rules.md beside it; these commands
 read and move them with the same code the loop uses, so `memory search` answers with the
-loop's own ranking. Exit codes: 0 done, 1 no such record, 2 usage or config error
-(including a database that cannot be reached).
+loop's own ranking. `migrate` copies the memory between the JSONL files and a team's
+PostgreSQL (reflection/migrate.py). Exit codes: 0 done, 1 no such record, 2 usage or
+config error (including a database that cannot be reached or used).
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from typing import Any
 
 import orjson
 
-from orchestrator.config import ConfigError, ProjectConfig, load_config, memory_store_url
+from orchestrator.config import ConfigError, ProjectConfig, load_config, memory_store_url, store_problem
 from orchestrator.layout import Layout, find_project
 from orchestrator.loop.project_memory import configured_store, project_key
-from reflection.backends import open_lesson_index
-from reflection.lessons import LessonRanker
+from reflection.backends import describe, open_lesson_index
+from reflection.lessons import LessonRanker, RankedLesson
 from reflection.outcome import OutcomeReflection
 from reflection.outcome_markdown import to_markdown, write_markdown_view
-from reflection.postgres.connection import PostgresUnavailable
+from reflection.postgres.connection import PostgresUnavailable, first_line, is_postgres_url
 from reflection.retention import archive_outcomes
 from reflection.rules import read_rules
 from reflection.store import JsonlReflectionStore, ReflectionStore
@@ -56,6 +57,16 @@ def run_memory(args: argparse.Namespace) -> int:
     except sqlite3.Error as exc:
         return _fail(f"the lesson index .openagents/memory/lessons.sqlite cannot be used ({exc}); "
                      "delete it and it is rebuilt from the JSONL files", EXIT_USAGE)
+    except Exception as exc:
+        if not _from_database(exc):
+            raise
+        return _fail(f"the database refused the work: {first_line(exc)}", EXIT_USAGE)
+
+
+def _from_database(exc: Exception) -> bool:
+    """An error the PostgreSQL driver raised (a permission, a full disk): told in one line.
+    Its messages are the server's, which never hold the connection's password."""
+    return type(exc).__module__.split(".")[0] == "psycopg"
 
 
 def _fail(message: str, code: int) -> int:
@@ -173,15 +184,22 @@ def _search(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> 
         ranked = index.search(args.text, args.limit)
     ranked = [r for r in ranked if r.score > 0]
     data = [{"id": r.lesson.id, "taskId": r.lesson.task_id, "kind": r.lesson.kind, "score": round(r.score, 4),
-             "text": r.lesson.text, "why": r.why} for r in ranked]
+             "text": r.lesson.text, "why": r.why, **({"project": r.lesson.project} if r.lesson.project else {})}
+            for r in ranked]
 
     def table() -> str:
         if not ranked:
             return "no lesson matches"
-        return "\n".join(f"{r.score:6.3f}  {r.lesson.kind:<8} {r.lesson.task_id:<10} {r.lesson.text}  [{r.lesson.id}]"
-                         for r in ranked)
+        return "\n".join(f"{r.score:6.3f}  {r.lesson.kind:<8} {_task_of(r):<10} {r.lesson.text}  [{r.lesson.id}]"
+                          for r in ranked)
 
     return _out(args, data, table)
+
+
+def _task_of(ranked: RankedLesson) -> str:
+    """The lesson's task, with its project when another project of a shared memory taught it."""
+    lesson = ranked.lesson
+    return f"{lesson.project}/{lesson.task_id}" if lesson.project else lesson.task_id
 
 
 def _rules(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
@@ -257,7 +275,72 @@ def _export(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> 
     return EXIT_OK
 
 
+# -- migrate ----------------------------------------------------------------------------
+
+
+def _migrate(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    """Copy the memory from --from (default: the store project.json names) to --to."""
+    from reflection.migrate import migrate, open_memory, same_memory
+
+    target = _named_memory(args.to, "--to")
+    source = _named_memory(args.source, "--from") if args.source else _configured_url(config)
+    if same_memory(source, target):
+        raise MemoryCommandError(f"--from and --to both name {_shown(source, layout)}: nothing to copy")
+    key = project_key(config, layout.project_dir)
+    memory_dir = layout.reflections.parent
+    src = open_memory(source, memory_dir, project=key)
+    try:
+        dst = open_memory(target, memory_dir, project=key)
+        try:
+            report = migrate(src, dst)
+        except OSError as exc:
+            raise MemoryCommandError(f"cannot write to {memory_dir}: {exc.strerror or exc}") from None
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    where = f"from {_shown(source, layout)} to {_shown(target, layout)}"
+
+    def text() -> str:
+        lines = [f"copied {report.copied} record(s) {where}; {report.already_there} already there, "
+                 f"skipped {report.skipped} unreadable line(s)",
+                 f"lesson uses: copied {report.uses_copied}, {report.uses_already_there} already there, "
+                 f"skipped {report.uses_skipped} unreadable line(s)"]
+        if is_postgres_url(target) and not is_postgres_url(source):
+            lines.append('to use it, set memory.store to "env:VARIABLE" in .openagents/project.json, with the '
+                         "URL in that variable (or set GOLDENLOOP_MEMORY_STORE)")
+        return "\n".join(lines)
+
+    return _out(args, {**report.to_dict(), "from": _shown(source, layout), "to": _shown(target, layout),
+                       "project": key}, text)
+
+
+def _named_memory(value: str, flag: str) -> str | None:
+    """The memory a --to or --from value names: None for the JSONL files, else its URL."""
+    if value == "jsonl":
+        return None
+    problem = store_problem(value, in_file=False)
+    if problem:
+        raise MemoryCommandError(f"{flag} {problem}")
+    try:
+        return memory_store_url(value)
+    except ConfigError as exc:
+        raise MemoryCommandError(f"{flag}: {exc}") from None
+
+
+def _configured_url(config: ProjectConfig) -> str | None:
+    try:
+        return memory_store_url(config.memory.store)
+    except ConfigError as exc:
+        raise MemoryCommandError(str(exc)) from None
+
+
+def _shown(url: str | None, layout: Layout) -> str:
+    """A memory for people: the folder of the JSONL files, or the URL without its password."""
+    return str(layout.reflections.parent) if url is None else describe(url)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, Layout, ProjectConfig], int]] = {
     "list": _list, "show": _show, "search": _search, "rules": _rules,
-    "prune": _prune, "archive": _archive, "export": _export,
+    "prune": _prune, "archive": _archive, "export": _export, "migrate": _migrate,
 }

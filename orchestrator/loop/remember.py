@@ -56,10 +56,16 @@ def lessons_for(p: LoopParts, task: Task, subtask: Subtask, signatures: Sequence
 
 
 def lessons_block(ranked: Sequence[RankedLesson]) -> str:
+    """The lessons as a prompt block; one of another project (a team's shared memory)
+    names it: "task shop/T-3"."""
+    shared = any(item.lesson.project for item in ranked)
+    whose = "this project and others the team shares a memory with" if shared else "this project"
     lines = ["## Lessons from earlier tasks",
-             "Other tasks of this project went wrong or right in these ways; use what applies here:"]
+             f"Other tasks of {whose} went wrong or right in these ways; use what applies here:"]
     for item in ranked:
-        lines.append(f"- ({item.lesson.kind}, task {item.lesson.task_id}) {item.lesson.text}")
+        lesson = item.lesson
+        task = f"{lesson.project}/{lesson.task_id}" if lesson.project else lesson.task_id
+        lines.append(f"- ({lesson.kind}, task {task}) {lesson.text}")
     return "\n".join(lines)
 
 

@@ -39,6 +39,10 @@ class PostgresUnavailable(Exception):
     """PostgreSQL cannot be used (not installed, unreachable, a newer schema); `str()` is one sentence."""
 
 
+class ServerUnreachable(PostgresUnavailable):
+    """No connection could be made: the server may be restarting, so work may try again."""
+
+
 def is_postgres_url(text: str | None) -> bool:
     return bool(text) and text.startswith(SCHEMES)  # type: ignore[union-attr]
 
@@ -59,7 +63,7 @@ def safe_url(url: str) -> str:
         user, _, host = netloc.rpartition("@")
         netloc = f"{user.split(':', 1)[0]}:***@{host}"
     query = urlencode([(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)],
-                      safe="/")
+                      safe="/*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -78,7 +82,7 @@ def connect(url: str, *, autocommit: bool = True) -> psycopg.Connection:
     try:
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as exc:
-        raise PostgresUnavailable(f"cannot connect to PostgreSQL at {safe_url(url)}: {first_line(exc)}") from None
+        raise ServerUnreachable(f"cannot connect to PostgreSQL at {safe_url(url)}: {first_line(exc)}") from None
 
 
 def first_line(exc: BaseException) -> str:
@@ -90,7 +94,7 @@ def server_gone(exc: BaseException) -> bool:
     """An error that another connection may not meet: the server restarted, went away or
     is starting up. Errors in the work itself (a constraint, a syntax error) are not."""
     psycopg = psycopg_module()
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PostgresUnavailable)
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | ServerUnreachable)
 
 
 class Database:
@@ -153,12 +157,8 @@ class Database:
         return self._conn
 
     def _drop(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:  # noqa: BLE001 - a broken connection may fail to close
-                pass
-            self._conn = None
+        close_quietly(self._conn)
+        self._conn = None
 
     def close(self) -> None:
         with self._mutex:
@@ -169,6 +169,15 @@ class Database:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def close_quietly(conn: psycopg.Connection | None) -> None:
+    """Close a connection that may already be broken (closing one can fail too)."""
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - nothing left to release
+            pass
 
 
 def apply_schema(conn: psycopg.Connection, component: str, migrations: Sequence[str]) -> int:

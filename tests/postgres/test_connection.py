@@ -1,18 +1,43 @@
-import threading, time
+"""The PostgreSQL plumbing the memory and the fleet share: a connection that outlives a
+server restart, schemas applied once and upgraded in steps, URLs that never show a password."""
+
+from __future__ import annotations
+
 import pytest
-from reflection.postgres.connection import Database, apply_schema, safe_url, password_in, PostgresUnavailable
 
-pytestmark = pytest.mark.postgres
+from reflection.postgres.connection import Database, PostgresUnavailable, apply_schema, password_in, safe_url
 
-def test_schema_and_restart(pg_url, pg_server):
-    db = Database(pg_url, setup=lambda c: apply_schema(c, "t", ["CREATE TABLE a(x int primary key); CREATE TABLE b(y int)", "ALTER TABLE b ADD COLUMN z int"]))
-    db.run(lambda c: c.execute("INSERT INTO a VALUES (1)"))
-    pg_server.restart()
-    db.run(lambda c: c.execute("INSERT INTO a VALUES (2) ON CONFLICT DO NOTHING"))
-    assert db.run(lambda c: c.execute("select count(*) from a").fetchone()[0]) == 2
-    assert db.run(lambda c: c.execute("select version from goldenloop_schema").fetchone()[0]) == 2
+STEPS = ["CREATE TABLE a(x int PRIMARY KEY); CREATE TABLE b(y int)", "ALTER TABLE b ADD COLUMN z int"]
 
-def test_urls():
-    assert safe_url("postgresql://bob:secret@db:5432/x?sslmode=require") == "postgresql://bob:***@db:5432/x?sslmode=require"
-    assert password_in("postgresql://bob:secret@db/x") and not password_in("postgresql://postgres:@/postgres?host=/tmp/x")
-    assert "s3" not in safe_url("postgresql://db/x?password=s3&host=/tmp/y")
+
+@pytest.mark.postgres
+def test_work_goes_on_after_the_server_restarts_and_the_schema_is_applied_once(pg_url, pg_server) -> None:
+    with Database(pg_url, setup=lambda conn: apply_schema(conn, "demo", STEPS)) as db:
+        db.run(lambda conn: conn.execute("INSERT INTO a VALUES (1)"))
+        pg_server.restart()  # immediate: as a crash would
+        db.run(lambda conn: conn.execute("INSERT INTO a VALUES (2) ON CONFLICT DO NOTHING"))
+        assert db.run(lambda conn: conn.execute("SELECT count(*) FROM a").fetchone()[0]) == 2
+        assert db.run(lambda conn: conn.execute("SELECT version FROM goldenloop_schema").fetchone()[0]) == 2
+
+
+@pytest.mark.postgres
+def test_a_database_set_up_by_a_newer_goldenloop_is_refused_in_one_sentence(pg_url) -> None:
+    with Database(pg_url, setup=lambda conn: apply_schema(conn, "demo", STEPS)) as db:
+        db.run(lambda conn: conn.execute("SELECT 1"))
+    with Database(pg_url, setup=lambda conn: apply_schema(conn, "demo", STEPS[:1])) as older:
+        with pytest.raises(PostgresUnavailable, match="newer than this goldenloop knows"):
+            older.run(lambda conn: conn.execute("SELECT 1"))
+
+
+def test_a_server_that_is_not_there_is_one_sentence_without_the_password() -> None:
+    with Database("postgresql://bob:s3cret@/nowhere?host=/nonexistent-socket-dir", retry_for=0.2) as db:
+        with pytest.raises(PostgresUnavailable) as caught:
+            db.run(lambda conn: conn.execute("SELECT 1"))
+    assert "s3cret" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_urls_are_shown_without_their_password() -> None:
+    assert safe_url("postgresql://bob:s3cret@db:5432/x?sslmode=require") == "postgresql://bob:***@db:5432/x?sslmode=require"
+    assert safe_url("postgresql://db/x?password=s3&host=/tmp/y") == "postgresql://db/x?password=***&host=/tmp/y"
+    assert password_in("postgresql://bob:s3cret@db/x")
+    assert not password_in("postgresql://postgres:@/postgres?host=/tmp/x")  # pgserver's: an empty one
