@@ -14,6 +14,11 @@ cross the limit, so that no attempt starts that the budget cannot cover.
 
 Money that cannot be counted is not spent: with a cost limit set, an unknown price stops
 the work.
+
+`Ledger` is what metering, the loop and an agent's budget flag ask of a limit; a
+`SpendLimit` is one in this process, `orchestrator.fleet.ledger.FleetLedger` one that a
+fleet of machines shares in PostgreSQL (`blocking`: its calls wait on a network, so
+metering makes them off the event loop).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
 
 from reflection.meter import Meter
 
@@ -46,8 +52,28 @@ class CallBound:
         return f"{self.tokens - self.max_output} prompt + {self.max_output} reply tokens"
 
 
+class Ledger(Protocol):
+    """A spending limit as its users see it (see the module's docstring)."""
+
+    blocking: ClassVar[bool]  # True: each call may wait on a network (run it off the event loop)
+
+    @property
+    def limited(self) -> bool: ...
+
+    def before_attempt(self) -> str | None: ...
+
+    def reason(self) -> str | None: ...
+
+    def reserve(self, call: CallBound) -> str | None: ...
+
+    def release(self, call: CallBound) -> None: ...
+
+    def remaining_cost(self) -> float | None: ...
+
+
 @dataclass
 class SpendLimit:
+    blocking: ClassVar[bool] = False
     meter: Meter
     max_cost: float | None = None
     max_tokens: int | None = None
@@ -152,6 +178,15 @@ class SpendLimit:
                 f"the next model call may use up to {call.tokens} ({call.words})"
             )
         return None
+
+    def remaining_cost(self) -> float | None:
+        """The cost budget left now, what calls in flight hold deducted; None without a cost
+        limit, or when spending cannot be counted (`before_attempt` refuses then)."""
+        with self._lock:
+            spent = self.meter.cost_usd if self.price_known else None
+            if spent is None or self.max_cost is None:
+                return None
+            return self.max_cost - spent - self.reserved_cost
 
     # -- wording --------------------------------------------------------------------
 

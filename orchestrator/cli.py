@@ -1,5 +1,6 @@
-"""Command line: `do-one-task`, `overnight`, `goldenloop memory`, `history`, `serve` and the backlog's
-`init`, `add`, `list`, `status`, `show`, `reopen`, `retry` and `import`.
+"""Command line: `do-one-task`, `overnight`, `goldenloop memory`, `history`, `serve`, the backlog's
+`init`, `add`, `list`, `status`, `show`, `reopen`, `retry` and `import`, and the fleet's `worker`,
+`enqueue` and `fleet status|report` (docs/FLEET.md).
 
 Only argparse is imported at start-up, so `--help` is instant; the engine (and litellm,
 lazily, inside the model client) is imported when a command runs.
@@ -11,9 +12,11 @@ Exit codes: 0 done, 1 escalated/blocked, 2 usage or config error, 3 no ready tas
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 EXIT_CODES = (
     "exit codes: 0 done, 1 escalated or blocked, 2 usage or config error, "
@@ -42,6 +45,21 @@ def _port(text: str) -> int:
     if port > 65535:
         raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, not {text}")
     return port
+
+
+Command = Callable[..., int]
+
+
+def _lazy(parser: Callable[[], argparse.ArgumentParser], target: str, *leading: str) -> Command:
+    """A command that parses its arguments, then imports `target` ("module:function") and
+    calls it with `*leading` and them: the command's module loads only when it runs."""
+
+    def run(argv: list[str] | None = None) -> int:
+        args = parser().parse_args(argv)
+        module, _, function = target.partition(":")
+        return getattr(importlib.import_module(module), function)(*leading, args)
+
+    return run
 
 
 def do_one_task_parser() -> argparse.ArgumentParser:
@@ -75,11 +93,6 @@ def _add_shared(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def do_one_task_main(argv: list[str] | None = None) -> int:
-    args = do_one_task_parser().parse_args(argv)
-    from orchestrator.commands.do_one_task import do_one_task  # heavy imports only now
-
-    return do_one_task(args)
 
 
 def overnight_parser() -> argparse.ArgumentParser:
@@ -89,22 +102,120 @@ def overnight_parser() -> argparse.ArgumentParser:
         "until a budget or the backlogs run out. Safe to stop at any moment.",
         epilog="exit codes: 0 every task run was closed (or the backlogs were empty), "
         "1 a task was escalated, blocked or stopped, 2 usage or config error, "
-        "4 a repository was refused (dirty or locked), 130 interrupted",
+        "4 a repository was refused (dirty or locked), 130 interrupted; with --queue see docs/FLEET.md "
+        "(3: no ready task in any repository)",
     )
-    parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="repositories")
+    parser.add_argument("dirs", nargs="+", metavar="DIR",
+                        help="repositories (with --queue: their git URLs, e.g. git@host:team/app.git)")
+    _add_limits(parser)
+    parser.add_argument("--parallel", type=_number(int, 1), metavar="K", help="tasks at once, each in its own worktree")
+    _add_shared(parser)
+    fleet = parser.add_argument_group("a fleet of workers (docs/FLEET.md)")
+    fleet.add_argument("--queue", metavar="URL",
+                       help="put the tasks on this PostgreSQL queue for `goldenloop worker`s, follow the run, "
+                       "write its report (a password: better in PGPASSWORD or ~/.pgpass)")
+    _add_fleet_files(fleet)
+    fleet.add_argument("--run", metavar="ID", help="add to this run (its limits stay) instead of starting one")
+    return parser
+
+
+FLEET_WORKDIR = Path("~/.cache/goldenloop/fleet")
+
+
+def _add_limits(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tasks", type=_number(int, 1), metavar="N", help="start at most N tasks")
     parser.add_argument("--max-hours", type=_number(float, 0, above=True), metavar="H", help="stop after H hours")
     parser.add_argument("--max-cost", type=_number(float, 0), metavar="USD", help="stop before spending more")
-    parser.add_argument("--parallel", type=_number(int, 1), metavar="K", help="tasks at once, each in its own worktree")
-    _add_shared(parser)
-    return parser
+
+
+def _add_fleet_files(parser: argparse.ArgumentParser | Any) -> None:  # a parser or an argument group
+    parser.add_argument("--workdir", type=Path, default=FLEET_WORKDIR, metavar="DIR",
+                        help="where this machine keeps its clones (default ~/.cache/goldenloop/fleet)")
+    parser.add_argument("--out", type=Path, default=Path("."), metavar="DIR",
+                        help="where the run's report and summary are written (default: here)")
 
 
 def overnight_main(argv: list[str] | None = None) -> int:
     args = overnight_parser().parse_args(argv)
+    if args.queue:
+        from orchestrator.commands.fleet import run_overnight_fleet
+
+        return run_overnight_fleet(args)
     from orchestrator.commands.overnight import run_overnight
 
     return run_overnight(args)
+
+
+FLEET_EXIT_CODES = ("exit codes: 0 done, 1 a task was blocked or not closed (overnight, fleet status --follow) or "
+                    "no such run, 2 usage or config error (no queue, a database that cannot be reached, a repository "
+                    "that cannot be cloned or has no backlog), 3 no ready task, 130 interrupted")
+QUEUE_HELP = "the PostgreSQL queue, postgresql://user@host/db (default: $GOLDENLOOP_QUEUE)"
+
+
+def worker_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="goldenloop worker",
+        description="Work the fleet's queue: take a job (one task of one repository), run the golden loop on it "
+        "in a worktree of this worker's own, integrate it into the repository's base branch, take the next.",
+        epilog="exit codes: 0 stopped (--until-empty: no job left), 2 usage or config error "
+        "(no queue, a database that cannot be reached), 130 stopped by a signal (the task in flight went back "
+        "to the queue)",
+    )
+    parser.add_argument("--queue", metavar="URL", help=QUEUE_HELP)
+    parser.add_argument("--workdir", type=Path, default=FLEET_WORKDIR, metavar="DIR",
+                        help="clones and worktrees; shared by the workers of one machine "
+                        "(default ~/.cache/goldenloop/fleet)")
+    parser.add_argument("--name", metavar="NAME", help="how reports name this worker (default: host-pid)")
+    parser.add_argument("--lease", type=_number(float, 0.5), default=60.0, metavar="S",
+                        help="a job whose worker sent no heartbeat for S seconds goes to another (default 60)")
+    parser.add_argument("--model", metavar="M", help="litellm model name (overrides each project.json)")
+    parser.add_argument("--api-base", metavar="URL", help="the model server's base URL (overrides model.apiBase)")
+    parser.add_argument("--memory", metavar="URL|project",
+                        help="where reflections and lessons live: a postgresql:// URL, or 'project' for what each "
+                        "project.json says (default: the queue's database, shared by the fleet)")
+    parser.add_argument("--until-empty", action="store_true", help="exit once no job waits or runs")
+    parser.add_argument("--json", action="store_true", help="print events as JSON lines")
+    return parser
+
+
+
+
+def enqueue_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="goldenloop enqueue",
+        description="Put the ready tasks of repositories on the fleet's queue, as one run with one budget; "
+        "prints the run's id. Workers queue the tasks that become ready as the run goes.",
+        epilog=FLEET_EXIT_CODES,
+    )
+    parser.add_argument("repos", nargs="+", metavar="REPO_URL", help="git URLs (no password in them)")
+    parser.add_argument("--queue", metavar="URL", help=QUEUE_HELP)
+    _add_limits(parser)
+    parser.add_argument("--run", metavar="ID", help="add to this run (its limits stay) instead of starting one")
+    parser.add_argument("--workdir", type=Path, default=FLEET_WORKDIR, metavar="DIR",
+                        help="where this machine keeps its clones (default ~/.cache/goldenloop/fleet)")
+    parser.add_argument("--json", action="store_true", help="print JSON lines")
+    return parser
+
+
+
+
+def fleet_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="goldenloop fleet", description="A fleet run: how it goes, its report.",
+                                     epilog=FLEET_EXIT_CODES)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("run", nargs="?", metavar="RUN", help="the run's id (default: the newest)")
+    common.add_argument("--queue", metavar="URL", help=QUEUE_HELP)
+    common.add_argument("--out", type=Path, default=Path("."), metavar="DIR",
+                        help="where the report and summary are written (default: here)")
+    common.add_argument("--json", action="store_true", help="print JSON lines")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    status = sub.add_parser("status", parents=[common], help="jobs, spending and the last outcomes of a run")
+    status.add_argument("--follow", action="store_true", help="print each job's end until the run ends, then "
+                        "write its report")
+    sub.add_parser("report", parents=[common], help="write the run's morning report and summary JSON")
+    return parser
+
+
 
 
 def memory_parser() -> argparse.ArgumentParser:
@@ -148,11 +259,6 @@ def memory_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def memory_main(argv: list[str] | None = None) -> int:
-    args = memory_parser().parse_args(argv)
-    from orchestrator.commands.memory import run_memory
-
-    return run_memory(args)
 
 
 def history_parser() -> argparse.ArgumentParser:
@@ -171,11 +277,6 @@ def history_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def history_main(argv: list[str] | None = None) -> int:
-    args = history_parser().parse_args(argv)
-    from orchestrator.commands.history import run_history
-
-    return run_history(args)
 
 
 def serve_parser() -> argparse.ArgumentParser:
@@ -196,11 +297,6 @@ def serve_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def serve_main(argv: list[str] | None = None) -> int:
-    args = serve_parser().parse_args(argv)
-    from orchestrator.commands.serve import run_serve  # starlette and uvicorn only now
-
-    return run_serve(args)
 
 
 BACKLOG_EXIT_CODES = "exit codes: 0 done, 1 not found or refused, 2 usage, 4 a run holds the repository"
@@ -268,38 +364,36 @@ def import_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _backlog_command(command: str, parser: Callable[[], argparse.ArgumentParser]) -> Callable[[list[str]], int]:
-    def run(argv: list[str]) -> int:
-        args = parser().parse_args(argv)
-        if command == "init":
-            from orchestrator.commands.init_project import run_init
-
-            return run_init(args)
-        from orchestrator.commands.backlog import run_backlog
-
-        return run_backlog(command, args)
-
-    return run
-
-
+BACKLOG = "orchestrator.commands.backlog:run_backlog"
 BACKLOG_COMMANDS = {
-    "init": _backlog_command("init", init_parser),
-    "add": _backlog_command("add", add_parser),
-    "list": _backlog_command("list", list_parser),
-    "status": _backlog_command("status", lambda: list_parser("status")),
-    "show": _backlog_command("show", show_parser),
-    "reopen": _backlog_command("reopen", reopen_parser),
-    "retry": _backlog_command("retry", lambda: reopen_parser("retry")),
-    "import": _backlog_command("import", import_parser),
+    "init": _lazy(init_parser, "orchestrator.commands.init_project:run_init"),
+    "add": _lazy(add_parser, BACKLOG, "add"),
+    "list": _lazy(list_parser, BACKLOG, "list"),
+    "status": _lazy(lambda: list_parser("status"), BACKLOG, "status"),
+    "show": _lazy(show_parser, BACKLOG, "show"),
+    "reopen": _lazy(reopen_parser, BACKLOG, "reopen"),
+    "retry": _lazy(lambda: reopen_parser("retry"), BACKLOG, "retry"),
+    "import": _lazy(import_parser, BACKLOG, "import"),
+}
+
+
+do_one_task_main = _lazy(do_one_task_parser, "orchestrator.commands.do_one_task:do_one_task")
+OTHER_COMMANDS = {
+    "memory": _lazy(memory_parser, "orchestrator.commands.memory:run_memory"),
+    "history": _lazy(history_parser, "orchestrator.commands.history:run_history"),
+    "serve": _lazy(serve_parser, "orchestrator.commands.serve:run_serve"),  # starlette and uvicorn only now
+    "worker": _lazy(worker_parser, "orchestrator.commands.fleet:run_worker"),
+    "enqueue": _lazy(enqueue_parser, "orchestrator.commands.fleet:run_enqueue"),
+    "fleet": _lazy(fleet_parser, "orchestrator.commands.fleet:run_fleet"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`goldenloop do-one-task ...`, `overnight ...`, `memory ...`, `history ...`, `serve ...`, and the
-    backlog's `init`, `add`, `list`/`status`, `show`, `reopen`/`retry`, `import`."""
+    """`goldenloop do-one-task ...`, `overnight ...`, `memory ...`, `history ...`, `serve ...`, the
+    backlog's `init`, `add`, `list`/`status`, `show`, `reopen`/`retry`, `import`, and the fleet's
+    `worker`, `enqueue`, `fleet status|report`."""
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"do-one-task": do_one_task_main, "overnight": overnight_main, "memory": memory_main,
-                "history": history_main, "serve": serve_main, **BACKLOG_COMMANDS}
+    commands = {"do-one-task": do_one_task_main, "overnight": overnight_main, **OTHER_COMMANDS, **BACKLOG_COMMANDS}
     if not argv or argv[0] not in commands:
         print(f"usage: goldenloop {{{','.join(commands)}}} [options]  (see --help of each)")
         return 0 if argv and argv[0] in ("-h", "--help") else 2

@@ -6,14 +6,19 @@ the run's). With spending limits, each call first reserves its worst case in eve
 limit's ledger (`orchestrator.budget.SpendLimit`): its prompt's tokens, estimated from
 the characters, plus the most its reply may use, at the model's price. A call that a
 ledger cannot cover raises `BudgetExceeded` and is never made; after a call the real
-cost is counted and the reservation released.
+cost is counted and the reservation released. A ledger in a database (`Ledger.blocking`)
+is asked from a worker thread, so that the event loop keeps serving the other workers
+and the queue's heartbeat meanwhile; its release is shielded from cancellation, so that
+an interrupted call gives back what it held.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.budget import BudgetExceeded, CallBound, SpendLimit
+import anyio
+
+from orchestrator.budget import BudgetExceeded, CallBound, Ledger
 from orchestrator.runlog import RunLog
 from reflection.digest import estimate_tokens
 from reflection.llm import ChatModel, ChatReply, ModelError, call_cost, max_output_tokens, model_ready
@@ -41,7 +46,7 @@ class MeteredModel:
         runlog: RunLog,
         purpose: str,
         *,
-        limits: Sequence[SpendLimit] = (),
+        limits: Sequence[Ledger] = (),
         max_output: int | None = None,
     ) -> None:
         self.inner = inner
@@ -66,16 +71,16 @@ class MeteredModel:
         prompt_chars = sum(len(m.get("content") or "") for m in messages)
         if max_tokens is None:
             max_tokens = self.max_output
-        held: list[SpendLimit] = []
+        held: list[Ledger] = []
         bound = None
         if self.limits:
             await self.ready()  # pricing needs litellm; its import is nobody's call
             bound, max_tokens = self.bound(messages, max_tokens)
             for limit in self.limits:
-                reason = limit.reserve(bound)
+                reason = await _reserve(limit, bound)
                 if reason is not None:
                     for other in held:
-                        other.release(bound)
+                        await _release(other, bound)
                     self.runlog.event(
                         "model_call_refused", purpose=self.purpose, model=self.name, reason=reason,
                         promptChars=prompt_chars, maxTokens=max_tokens, worstCostUsd=bound.cost,
@@ -87,7 +92,7 @@ class MeteredModel:
         finally:
             for limit in held:  # the real cost is in the meters by now
                 assert bound is not None
-                limit.release(bound)
+                await _release(limit, bound)
 
     def bound(self, messages: list[dict[str, str]], max_tokens: int | None) -> tuple[CallBound, int | None]:
         """The call's worst case, and the max_tokens to ask for so that the worst case holds."""
@@ -139,3 +144,17 @@ class MeteredModel:
             temperature=temperature,
         )
         return reply
+
+
+async def _reserve(limit: Ledger, bound: CallBound) -> str | None:
+    if not limit.blocking:
+        return limit.reserve(bound)
+    return await anyio.to_thread.run_sync(limit.reserve, bound)
+
+
+async def _release(limit: Ledger, bound: CallBound) -> None:
+    if not limit.blocking:
+        limit.release(bound)
+        return
+    with anyio.CancelScope(shield=True):  # a call cut short still gives back its hold
+        await anyio.to_thread.run_sync(limit.release, bound)

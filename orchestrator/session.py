@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from orchestrator.budget import BudgetExceeded, SpendLimit, combine
+from orchestrator.budget import BudgetExceeded, Ledger, SpendLimit, combine
 from orchestrator.checks.convergence import StopReason
 from orchestrator.config import (
     ConfigError,
@@ -50,10 +50,16 @@ from orchestrator.task_archive import archive_closed_tasks
 from orchestrator.tasks import Task, TaskBoard, TaskFileError
 from reflection.embeddings import litellm_embedder
 from reflection.fileio import LockTimeout, atomic_write
-from reflection.llm import ChatModel, LiteLLMModel, missing_api_key, preload_litellm, price_known
+from reflection.llm import (
+    ChatModel,
+    LiteLLMModel,
+    missing_api_key,
+    preload_litellm,
+    price_known,
+)
 from reflection.meter import Meter
-from reflection.service import ReflectionService
 from reflection.postgres.connection import PostgresUnavailable
+from reflection.service import ReflectionService
 from reflection.store import JsonlReflectionStore, ReflectionStore
 from reflection.task_reflector import TaskReflector
 from reflection.task_store import JsonTaskReflectionStore
@@ -71,6 +77,11 @@ class UserError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class MemoryUnavailable(UserError):
+    """The shared memory's database cannot be reached now: a fleet worker tries again later,
+    where a wrong config (a plain UserError) would fail the same way every time."""
 
 
 @dataclass
@@ -445,7 +456,7 @@ class ProjectSession:
         self,
         task_meter: Meter,
         repo: Repo | None = None,
-        limits: Sequence[SpendLimit] = (),
+        limits: Sequence[Ledger] = (),
     ) -> GoldenLoop:
         """The loop for one task. `limits` are the run's ledgers (shared with other
         workers); the task's own (maxCostUsdPerTask, maxTokensPerTask) is added here. Each
@@ -519,12 +530,14 @@ class ProjectSession:
                 self._memory = open_project_memory(c, self.project_dir, layout.reflections.parent,
                                                    store_url=self.memory_url, embedder=embedder)
             except PostgresUnavailable as exc:
-                raise UserError(f"{exc} (memory.store)") from None
+                raise MemoryUnavailable(f"{exc} (memory.store)") from None
         return self._memory
 
     def _task_reflector(self, metered: Callable[[str, str], ChatModel]) -> TaskReflector:
         """Task reflection (memory.taskReflection): the reflection model, the project's file."""
-        from reflection.task_strategy import LlmReflectionStrategy  # only a run that uses it
+        from reflection.task_strategy import (
+            LlmReflectionStrategy,  # only a run that uses it
+        )
 
         c = self.config
         strategy = LlmReflectionStrategy(metered(c.reflection_model, "task_reflect"),
@@ -554,7 +567,11 @@ class ProjectSession:
         )
 
     def _format_chooser(self, model: str) -> FormatChooser:
-        from orchestrator.executors.format_choice import FormatChooser, FormatHistory, format_for_model
+        from orchestrator.executors.format_choice import (
+            FormatChooser,
+            FormatHistory,
+            format_for_model,
+        )
 
         e = self.config.executor
         setting = format_for_model(e.edit_format, e.edit_format_by_model, model)
@@ -581,7 +598,7 @@ class ProjectSession:
         task: Task,
         *,
         repo: Repo | None = None,
-        limits: Sequence[SpendLimit] = (),
+        limits: Sequence[Ledger] = (),
         bookkeeping: bool = True,
     ) -> TaskOutcome:
         """Run one task; on interruption put the tree and the task back, then re-raise.
@@ -731,7 +748,9 @@ def apply_retention(project_dir: Path, retention_days: int, now: float | None = 
         with contextlib.suppress(FileNotFoundError):
             if now - marker.stat().st_mtime < RETENTION_EVERY_S:
                 return None
-        from reflection.retention import archive_outcomes  # once a day: its models only then
+        from reflection.retention import (
+            archive_outcomes,  # once a day: its models only then
+        )
 
         moved = store.prune(datetime.fromtimestamp(now, UTC) - timedelta(days=retention_days))
         moved += archive_outcomes(store, keep_per_agent=live_per_agent)

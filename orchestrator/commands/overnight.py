@@ -1,8 +1,12 @@
-"""`overnight`: the golden loop over one or more backlogs, with a live board and a summary."""
+"""`overnight`: the golden loop over one or more backlogs, with a live board and a summary.
+
+With `--queue URL` the backlogs go to a fleet of workers instead (orchestrator/commands/fleet.py).
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import anyio
 
@@ -22,7 +26,7 @@ def run_overnight(args: argparse.Namespace) -> int:
         max_cost=args.max_cost,
     )
     options = OvernightOptions(
-        dirs=args.dirs,
+        dirs=[Path(d) for d in args.dirs],
         overrides=overrides_from(args),
         budget=budget,
         parallel=args.parallel,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.budget import SpendLimit
+from orchestrator.budget import Ledger
 from orchestrator.checks.verify import run_command
 from orchestrator.config import ExecutorConfig
 from orchestrator.executors.base import ExecutionRequest, ExecutionResult
@@ -42,20 +42,13 @@ class Spend:
 
     meters: Sequence[Meter]
     runlog: RunLog | None
-    limits: Sequence[SpendLimit] = ()
+    limits: Sequence[Ledger] = ()
 
     def remaining_usd(self) -> float | None:
-        """The smallest cost budget left; None when no cost limit is set (or none can be counted)."""
-        left = [self._left(limit) for limit in self.limits if limit.max_cost is not None]
-        known = [value for value in left if value is not None]
+        """The smallest cost budget left; None when no cost limit is set (or none can be
+        counted: before_attempt already refuses to spend what it cannot count)."""
+        known = [left for left in (limit.remaining_cost() for limit in self.limits) if left is not None]
         return max(min(known), 0.0) if known else None
-
-    @staticmethod
-    def _left(limit: SpendLimit) -> float | None:
-        spent = limit.meter.cost_usd if limit.price_known else None
-        if spent is None or limit.max_cost is None:
-            return None  # before_attempt already refuses to spend what it cannot count
-        return limit.max_cost - spent - limit.reserved_cost
 
     def count(self, report: Report, agent: str) -> None:
         for meter in self.meters:
@@ -136,7 +129,7 @@ def _cut(text: str | None) -> str | None:
 
 
 def agent_executor(config: ExecutorConfig, meters: Sequence[Meter], runlog: RunLog | None,
-                   limits: Sequence[SpendLimit]) -> AgentExecutor:
+                   limits: Sequence[Ledger]) -> AgentExecutor:
     """The executor for project.json's executor section of an agent kind."""
     preset = PRESETS[config.kind]
     settings = Settings(program=config.program or preset.program, model=config.agent_model,

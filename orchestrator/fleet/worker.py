@@ -1,0 +1,281 @@
+"""One job: one task of one repository, from the queue to the repository's base branch.
+
+`FleetWorker.run_job`, step by step:
+
+1. claim a task slot of the run (`orchestrator.fleet.records.claim`): past the deadline,
+   the cost budget or the task count, the job ends there and its row says why;
+2. fetch the repository into this machine's mirror and reset this worker's worktree to
+   the remote tip: a fresh tree, whatever an earlier job (or a dead worker) left;
+3. open the worktree as a project (`ProjectSession`, with the worker's model and memory
+   overrides) and check that the task is still ready at the tip (another worker may
+   have closed it, a human may have blocked it);
+4. run the golden loop on it with the fleet's ledger as the run's budget, cancelled at
+   the run's deadline or when the worker is told to stop (then the task is put back and
+   the job goes back to the queue for another worker);
+5. integrate a closed or blocked task under the repository's fleet-wide lock
+   (`orchestrator.fleet.integrate`), then queue the tasks of the repository that became
+   ready, so dependencies are worked through in one run;
+6. record the outcome: its status, cost, commits and the lines of its story for the
+   morning report.
+
+A task put back (budget, interrupted, model unavailable) integrates nothing: the next
+run starts it again from the remote tip, as a local rerun would.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from procrastinate import App
+from procrastinate.jobs import Job
+
+from orchestrator.batch.morning_report import stories_of
+from orchestrator.fleet import records
+from orchestrator.fleet.integrate import Integration, IntegrationFailed, integrate
+from orchestrator.fleet.ledger import FleetLedger
+from orchestrator.fleet.locks import AdvisoryLocks, repository_key
+from orchestrator.fleet.mirror import GitFailed, Mirrors, RepoRef, WorkerTrees
+from orchestrator.fleet.queue import InfraError, PutBack, defer_ready
+from orchestrator.loop.outcome import TaskOutcome
+from orchestrator.runlog import Event, Listener, RunLog
+from orchestrator.session import MemoryUnavailable, Overrides, ProjectSession, UserError
+from orchestrator.tasks import TaskFileError
+from reflection.llm import price_known
+from reflection.meter import Meter
+from reflection.postgres.connection import Database, first_line, safe_url, server_gone
+
+MODEL_ATTEMPTS = 3  # a model call's tries (the client retries transient errors): a hold lasts for all of them
+PUT_BACK = ("budget", "interrupted", "model_unavailable")
+Say = Callable[[str], None]
+
+
+@dataclass
+class WorkerSettings:
+    queue_url: str
+    workdir: Path
+    name: str
+    lease_s: float = 60.0
+    overrides: Overrides = field(default_factory=Overrides)
+    until_empty: bool = False
+
+
+class FleetWorker:
+    """What a worker process does with each job the queue hands it."""
+
+    def __init__(self, settings: WorkerSettings, db: Database, app: App, say: Say,
+                 listener: Listener | None = None) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self.db = db
+        self.app = app
+        self.say = say
+        self.listener = listener
+        self.mirrors = Mirrors(settings.workdir)
+        self.trees = WorkerTrees(settings.workdir, self.mirrors, settings.name)
+        self.locks = AdvisoryLocks(settings.queue_url)
+        self.stopping = False  # told to stop: the job in flight is put back
+        self.busy = False
+        self._scope: anyio.CancelScope | None = None
+
+    def stop_job(self) -> None:
+        """Stop the task in flight (it is put back and its job returns to the queue)."""
+        self.stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    # -- the job ------------------------------------------------------------------------
+
+    async def run_job(self, job: Job, *, repo: str, branch: str, task: str, run: str) -> str:
+        ref = RepoRef(repo, branch)
+        record = records.Job(run, job.id, safe_url(repo), ref.key, task, self.name)
+        self.busy = True
+        row: int | None = None
+        try:
+            claimed = await anyio.to_thread.run_sync(records.claim, self.db, record)
+            if isinstance(claimed, str):
+                self.say(f"{ref.name} {task}: not started: {claimed}")
+                return records.SKIPPED
+            row = claimed
+            self.say(f"{ref.name} {task}: started (job {job.id})")
+            return await self._claimed(ref, record, row)
+        except Exception as exc:
+            if not _database_gone(exc):
+                await self._abandon(row, "error", f"{type(exc).__name__}: {first_line(exc)}")
+                raise
+            self.say(f"{ref.name} {task}: the database went away ({first_line(exc)}); the job will run again")
+            await self._abandon(row, "error", f"the database went away: {first_line(exc)}")
+            raise InfraError(first_line(exc)) from None
+        except BaseException:  # cancelled: the job was aborted through the queue
+            await self._abandon(row, "interrupted", "the job was aborted; the task was put back")
+            raise
+        finally:
+            self.busy = False
+
+    async def _abandon(self, row: int | None, status: str, reason: str) -> None:
+        """A row the job could not finish itself: said how, unless it was already (best effort)."""
+        if row is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(records.abandon, self.db, row, status, reason)
+            except Exception:  # noqa: BLE001 - the database is away: the next claim marks it lost
+                pass
+
+    async def _claimed(self, ref: RepoRef, record: records.Job, row: int) -> str:
+        run = await anyio.to_thread.run_sync(records.get_run, self.db, record.run_id)
+        assert run is not None  # the claim found it
+        try:
+            tip = await anyio.to_thread.run_sync(self._fetch, ref)
+            tree = await anyio.to_thread.run_sync(self.trees.prepare, ref, tip)
+        except GitFailed as exc:
+            await self._finish(row, ref, record.task_id, None, status="error", reason=str(exc))
+            raise InfraError(str(exc)) from None
+        events: list[Event] = []
+        session = ProjectSession(tree, self.settings.overrides, self._runlog(tree, record.run_id, ref, events),
+                                 run_meter=Meter())
+        try:
+            await anyio.to_thread.run_sync(session.open)
+        except MemoryUnavailable as exc:  # away now (its URL was checked when the worker started): later
+            await self._finish(row, ref, record.task_id, None, status="error", reason=str(exc))
+            raise InfraError(str(exc)) from None
+        except UserError as exc:
+            await self._finish(row, ref, record.task_id, None, status="refused", reason=str(exc))
+            return "refused"
+        try:
+            return await self._in_session(session, ref, record, row, run, tip, events)
+        finally:
+            session.close()
+
+    def _fetch(self, ref: RepoRef) -> str:
+        self.mirrors.fetch(ref)
+        return self.mirrors.tip(ref)
+
+    def _runlog(self, tree: Path, run_id: str, ref: RepoRef, events: list[Event]) -> RunLog:
+        runlog = RunLog(tree, run_id, persist=False)  # the session attaches it to the worktree
+        runlog.subscribe(events.append)  # the story, for the outcome row
+        if self.listener is not None:
+            listener = self.listener
+            runlog.subscribe(lambda event: listener({**event, "repo": ref.name, "worker": self.name}))
+        return runlog
+
+    async def _in_session(self, session: ProjectSession, ref: RepoRef, record: records.Job, row: int,
+                          run: records.Run, tip: str, events: list[Event]) -> str:
+        done_before = await anyio.to_thread.run_sync(self._done_before, session, record, row)
+        if done_before is not None:
+            await self._finish(row, ref, record.task_id, done_before)
+            return done_before.status
+        # In a thread: reading a price imports litellm, seconds that must not stall the heartbeat.
+        refusal = await anyio.to_thread.run_sync(self._refusal, session, record.task_id, run)
+        if refusal:
+            await self._finish(row, ref, record.task_id, None, status=records.SKIPPED, reason=refusal)
+            return records.SKIPPED
+        ledger = FleetLedger(self.db, run.id, session.run_meter, max_cost=run.max_cost, worker=self.name,
+                             hold_s=session.config.timeouts.model_seconds * MODEL_ATTEMPTS, row_id=row)
+        try:
+            outcome = await self._run_task(session, record.task_id, ledger, run)
+        except PutBack:
+            await anyio.to_thread.run_sync(ledger.flush)
+            await self._finish(row, ref, record.task_id, None, status="interrupted",
+                               reason="the worker was stopped; the task went back to the queue", events=events)
+            raise
+        await anyio.to_thread.run_sync(ledger.flush)
+        if outcome.status not in PUT_BACK:
+            try:
+                self._apply(outcome, await self._integrate(session, ref, outcome, tip, run.id))
+            except (GitFailed, IntegrationFailed) as exc:
+                await self._finish(row, ref, record.task_id, outcome, status="error", reason=str(exc), events=events)
+                raise InfraError(str(exc)) from None
+        await self._finish(row, ref, record.task_id, outcome, events=events)
+        return outcome.status
+
+    def _done_before(self, session: ProjectSession, record: records.Job, row: int) -> TaskOutcome | None:
+        """The task as an earlier run of this job left it at the tip, when that run integrated
+        it and died before it could record so (a kill between the push and the row)."""
+        try:
+            task = session.board.get(record.task_id)
+        except TaskFileError:
+            return None
+        if task.status not in ("closed", "blocked") or not records.died_before(self.db, record.job_id, row):
+            return None
+        return TaskOutcome(task.id, task.status, "integrated by an earlier run of this job, whose worker stopped "
+                           "before it could record so", commits=list(task.commits))
+
+    def _refusal(self, session: ProjectSession, task_id: str, run: records.Run) -> str | None:
+        """Why this task must not run here and now; None when it may."""
+        board = session.board
+        if task_id not in {t.id for t in board.ready()}:
+            try:
+                status = board.get(task_id).status
+            except TaskFileError:  # gone from the backlog, or no longer a valid line
+                return f"{task_id} is no longer in the backlog"
+            return f"{task_id} is already {status}" if status not in ("open", "in_progress") else \
+                f"{task_id} waits for tasks that are not closed"
+        if not session.config.commit_bookkeeping:
+            return "commitBookkeeping is off in project.json, and the fleet keeps the backlog in git"
+        if run.max_cost is not None:
+            unknown = [m for m in session.models_in_use([board.get(task_id)]) if not price_known(m)]
+            if unknown:
+                return f"a cost budget is set but the price of {', '.join(unknown)} is unknown"
+        return None
+
+    async def _run_task(self, session: ProjectSession, task_id: str, ledger: FleetLedger,
+                        run: records.Run) -> TaskOutcome:
+        """The golden loop on the task, until it ends, the run's deadline, or a stop."""
+        left = run.seconds_left()
+        started = time.monotonic()
+        scope = anyio.CancelScope(deadline=anyio.current_time() + left if left is not None else math.inf)
+        self._scope = scope
+        if self.stopping:
+            scope.cancel()
+        try:
+            with scope:
+                return await session.run_task(session.board.get(task_id), limits=[ledger], bookkeeping=False)
+        finally:
+            self._scope = None
+        if self.stopping:  # the scope was cancelled, the task put back to open in the worktree
+            raise PutBack(f"{task_id} was put back: the worker was stopped")
+        return TaskOutcome(task_id, "interrupted", "time budget used up; the task was put back to open",
+                           duration_s=time.monotonic() - started)
+
+    async def _integrate(self, session: ProjectSession, ref: RepoRef, outcome: TaskOutcome, tip: str,
+                         run_id: str) -> Integration:
+        """Integrate under the repository's lock, then queue what became ready (same lock)."""
+        async with self.locks.hold(repository_key(ref.address)):
+            result = await anyio.to_thread.run_sync(integrate, session, ref, self.mirrors, outcome, tip)
+            ready = await anyio.to_thread.run_sync(session.board.ready)
+            deferred = await defer_ready(self.app, self.db, run_id, ref, ready)
+        if deferred.queued:
+            self.say(f"{ref.name}: queued {', '.join(deferred.queued)} (now ready)")
+        return result
+
+    @staticmethod
+    def _apply(outcome: TaskOutcome, result: Integration) -> None:
+        if result.status == "integrated":
+            outcome.commits = result.commits
+        elif result.status == "conflict":
+            outcome.status, outcome.reason, outcome.commits = "blocked", result.reason, []
+        else:
+            outcome.status, outcome.reason = "dropped", result.reason  # type: ignore[assignment]
+
+    async def _finish(self, row: int, ref: RepoRef, task_id: str, outcome: TaskOutcome | None, *,
+                      status: str | None = None, reason: str | None = None, events: list[Event] | None = None) -> None:
+        runs = stories_of(events or []).get(task_id, [])
+        story = runs[-1] if runs else None
+        title, lines = (story.title, story.lines) if story else ("", [])
+        with anyio.CancelScope(shield=True):  # the row is the morning's record: written however the job ends
+            await anyio.to_thread.run_sync(lambda: records.finish(self.db, row, outcome, status=status, reason=reason,
+                                                                  title=title, story=lines))
+        shown = status or (outcome.status if outcome else "")
+        why = reason if reason is not None else (outcome.reason if outcome and outcome.status != "closed" else "")
+        self.say(f"{ref.name} {task_id}: {shown}" + (f": {why}" if why else ""))
+
+
+def _database_gone(exc: BaseException) -> bool:
+    """The database went away under the job (a restart, a failover): psycopg's error, ours,
+    or Procrastinate's wrapping of either."""
+    return any(server_gone(e) for e in (exc, exc.__cause__) if e is not None)
