@@ -38,7 +38,7 @@ from fleetkit import (
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-LEASE = "5"  # seconds without a heartbeat before a job goes to another worker
+LEASE = "10"  # seconds without a heartbeat before a job goes to another worker: room for a busy machine
 BUDGET = 1.0  # far more than 20 tasks cost: nothing is refused, everything is counted
 
 
