@@ -362,7 +362,9 @@ class WorktreeConfig(_ConfigModel):
 class ProjectConfig(_ConfigModel):
     """The whole of `.openagents/project.json`, every key with its default."""
 
-    project_id: str | None = Field(default=None, min_length=1)  # None: the directory's name
+    # The name a shared memory files this project's records under; None: its origin
+    # remote's address, else its folder's name (orchestrator/loop/project_memory.py).
+    project_id: str | None = Field(default=None, min_length=1)
     default_branch: str = Field(default="main", min_length=1)
     test_commands: list[str] = Field(default_factory=list)
     typecheck_commands: list[str] = Field(default_factory=list)
@@ -496,8 +498,6 @@ def load_config(project_dir: Path, env: Mapping[str, str] = os.environ) -> Loade
     config, overrides = _apply_env(_validate(known, unknown), env)
     for line in overrides:
         log.info("override: %s", line)
-    if config.project_id is None:
-        config = config.model_copy(update={"project_id": project_dir.resolve().name})
     prompt_templates(config, project_dir)  # a missing or broken template is a config error now
     return LoadedConfig(
         config=config,

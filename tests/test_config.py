@@ -41,7 +41,7 @@ def test_missing_file_gives_defaults_and_a_notice(project: Path) -> None:
     assert loaded.path is None
     assert loaded.warnings == ["no .openagents/project.json: using defaults"]
     config = loaded.config
-    assert config.project_id == "shop-api"
+    assert config.project_id is None  # the memory's key then comes from the origin remote or the folder
     assert config.default_branch == "main"
     assert config.reflexion.enabled is True
     assert config.reflexion.max_retries == 3
@@ -364,8 +364,7 @@ def test_example_file_lists_every_key_with_its_default(project: Path) -> None:
 
     assert loaded.warnings == []
     assert _json_paths(orjson.loads(example)) == _field_paths(ProjectConfig)
-    expected = ProjectConfig(project_id="shop-api")  # a null projectId means the dir name
-    assert loaded.config == expected
+    assert loaded.config == ProjectConfig()
     assert ProjectConfig.model_validate_json(example) == ProjectConfig()
 
 
