@@ -6,6 +6,10 @@ attempt starts from (paths and content hashes: ours). While an attempt runs, a h
 keeps the journal's `alive` time fresh, and the process groups of the agent and the
 checks are added as they start. A commit in progress is written down before HEAD moves.
 
+The checks a task runs before its first subtask's journal exists (the preflight) have
+their sessions recorded too, in `<taskId>.sessions` (`EarlySessions`): `leftover_sessions`
+names every session a killed run of a task may have left running.
+
 After a kill, `Journal.load` gives recovery all of it: a path changed since the base is
 the attempt's when the journal knows its content or it was written while the run was
 alive; one written after the run died is the user's and is kept; one that cannot be
@@ -176,3 +180,41 @@ def _nearest_folder(root: Path, target: Path) -> Path:
     while folder != root and not folder.is_dir():
         folder = folder.parent
     return folder
+
+
+class EarlySessions:
+    """The process sessions of the commands a task runs before its first subtask's journal
+    exists (the preflight checks), written as they start: a kill during them leaves
+    nothing running that the next run cannot find."""
+
+    def __init__(self, project_dir: Path, task_id: str) -> None:
+        self.path = early_sessions_path(project_dir, task_id)
+        self.sids: list[int] = []
+
+    def add(self, sid: int) -> None:
+        self.sids.append(sid)
+        atomic_write(self.path, orjson.dumps(self.sids))
+
+    def end(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def early_sessions_path(project_dir: Path, task_id: str) -> Path:
+    return Layout(project_dir).journal(task_id).with_suffix(".sessions")
+
+
+def leftover_sessions(project_dir: Path, task_id: str) -> list[int]:
+    """Every process session a killed run of `task_id` may have left running: its early
+    checks' and its subtask journal's. A record torn by the kill names none."""
+    sids: list[int] = []
+    try:
+        journal = Journal.load(project_dir, task_id)
+    except (OSError, ValueError, KeyError):
+        journal = None
+    if journal is not None:
+        sids += journal.process_groups
+    try:
+        early = orjson.loads(early_sessions_path(project_dir, task_id).read_bytes())
+    except (OSError, ValueError):
+        early = []
+    return sids + [sid for sid in early if isinstance(sid, int)] if isinstance(early, list) else sids

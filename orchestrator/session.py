@@ -33,7 +33,7 @@ from orchestrator.config import (
     url_problem,
 )
 from orchestrator.executors.base import Executor
-from orchestrator.journal import Journal
+from orchestrator.journal import Journal, early_sessions_path, leftover_sessions
 from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
 from orchestrator.loop.decompose import is_small
@@ -226,11 +226,12 @@ class ProjectSession:
         return self.board.with_status("in_progress")
 
     def _stop_leftover_processes(self) -> None:
-        """Kill whatever a killed run's attempt left running (its sessions are in the journal)."""
+        """Kill whatever a killed run's checks or attempt left running (their sessions are
+        in the journal)."""
         for task in self._in_progress():
-            journal = Journal.load(self.project_dir, task.id)
-            if journal is not None and kill_sessions(journal.process_groups):
+            if kill_sessions(leftover_sessions(self.project_dir, task.id)):
                 self.notices.append(f"stopped the processes a killed run of {task.id} left running")
+            early_sessions_path(self.project_dir, task.id).unlink(missing_ok=True)  # stopped: nothing left to learn
 
     def _left_by_killed_run(self) -> set[str]:
         """Paths the unfinished subtasks of tasks left in progress changed (see recover)."""

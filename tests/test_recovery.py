@@ -203,6 +203,35 @@ def test_no_process_of_a_killed_attempt_outlives_the_next_run(git_repo: Path, tm
                 os.kill(pid, signal.SIGKILL)
 
 
+def test_a_check_left_running_by_a_kill_during_the_preflight_is_stopped_by_the_next_run(git_repo: Path,
+                                                                                       tmp_path: Path) -> None:
+    pid_file = tmp_path / "check.pid"
+    check = tmp_path / "check.py"  # hangs the first time (the preflight), then checks add()
+    check.write_text(f"""import os, pathlib, sys, time
+marker = pathlib.Path({str(pid_file)!r})
+if not marker.exists():
+    marker.write_text(str(os.getpid()))
+    time.sleep(300)
+sys.path.insert(0, os.getcwd())
+import calc
+sys.exit(0 if calc.add(2, 3) == 5 else 1)
+""")
+    replies = [{"match": "Task T-1", "reply": f"calc.py\n```python\n{FIXED}```\n", "times": None}]
+    config = {"testCommands": [f"{PY} {check}"], "reflexion": {"maxRetries": 0, "useLlm": False}}
+    repo = make_project(git_repo, replies, config=config)
+    first = start(repo)
+    hung = wait_for(pid_file, first)
+    kill(first)
+    assert alive(hung)  # SIGKILL of goldenloop alone leaves its check running
+
+    try:
+        assert do_one_task(repo) == 0
+        assert not alive(hung)
+    finally:
+        if alive(hung):
+            os.kill(hung, signal.SIGKILL)
+
+
 def test_a_check_that_daemonizes_a_child_leaves_no_process_after_its_timeout(git_repo: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "daemon.pid"
     daemonize = (f"{PY} -c \"import os,time,pathlib\nif os.fork()==0:\n os.setsid()\n if os.fork()==0:\n"

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orchestrator.journal import Journal
+from orchestrator.journal import leftover_sessions
 from orchestrator.layout import safe_name
 from orchestrator.loop.project_memory import normal_remote
 from orchestrator.processes import kill_sessions
@@ -254,13 +254,11 @@ def _if_dead(home: Path) -> Iterator[bool]:
 
 def _stop_leftovers(tree: Path) -> None:
     """Kill the process sessions the journal of a task in flight in `tree` names."""
-    for path in (tree / ".openagents" / "journal").glob("*.json"):
-        try:
-            journal = Journal.load(tree, path.stem) if path.stem != "bookkeeping" else None
-        except (OSError, ValueError, KeyError):  # torn by the kill: nothing to learn from it
-            continue
-        if journal is not None and kill_sessions(journal.process_groups):
-            log.info("stopped the processes a dead worker left running for %s", journal.task_id)
+    folder = tree / ".openagents" / "journal"
+    tasks = {p.stem for p in folder.glob("*.json")} | {p.stem for p in folder.glob("*.sessions")}
+    for task_id in sorted(tasks - {"bookkeeping"}):
+        if kill_sessions(leftover_sessions(tree, task_id)):
+            log.info("stopped the processes a dead worker left running for %s", task_id)
 
 
 def _prune_mirrors(mirrors: Mirrors, trees: list[Path]) -> None:

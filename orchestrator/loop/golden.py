@@ -15,13 +15,19 @@ import time
 
 from orchestrator.checks.convergence import StopReason
 from orchestrator.checks.preflight import Baseline, preflight
+from orchestrator.journal import EarlySessions
 from orchestrator.loop.decompose import decompose, is_small
 from orchestrator.loop.learn import notes_for, reflect_on_task
 from orchestrator.loop.outcome import SubtaskResult, TaskOutcome
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import SubtaskPlan
-from orchestrator.loop.remember import promote_rules_of, remember_decision, remember_task
+from orchestrator.loop.remember import (
+    promote_rules_of,
+    remember_decision,
+    remember_task,
+)
 from orchestrator.loop.subtask import SubtaskRun, task_text
+from orchestrator.processes import session_started
 from orchestrator.tasks import Task
 from reflection.redact import redact
 
@@ -78,7 +84,13 @@ class GoldenLoop:
         p, c = self.p, self.p.config
         if not (c.retry.preflight and c.checks.any):
             return None
-        baseline = await preflight(p.repo.root, c.checks, task_text=task_text(task))
+        early = EarlySessions(p.project_dir, task.id)  # a kill now must not leave the checks running
+        recording = session_started.set(early.add)
+        try:
+            baseline = await preflight(p.repo.root, c.checks, task_text=task_text(task))
+        finally:
+            session_started.reset(recording)
+            early.end()
         p.runlog.event(
             "preflight",
             taskId=task.id,
