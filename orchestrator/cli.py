@@ -388,15 +388,38 @@ OTHER_COMMANDS = {
 }
 
 
+SUMMARY = """usage: goldenloop COMMAND [options]   (COMMAND --help for its options)
+
+the golden loop:
+  do-one-task   run the next ready task (or --task ID): decompose, execute, verify, commit
+  overnight     work the backlogs of repositories until they or a budget run out
+  history       a task's improvement journey: each attempt's score, review and cost
+the backlog:
+  init          make this folder a project: project.json, an empty backlog
+  add           add a task
+  import        add tasks from a markdown checklist or a JSON array
+  list, status  ready, blocked and running tasks, and the last closed
+  show          one task in full: subtasks, attempts, reflections, escalation
+  reopen, retry put a blocked or closed task back to open
+memory and the reflect API:
+  memory        reflections, lessons and rules: list, show, search, rules, prune, archive, export, migrate
+  serve         the reflect API (docs/API.md)
+a fleet of workers on PostgreSQL (docs/FLEET.md):
+  worker        work the fleet's queue, one task at a time
+  enqueue       put the ready tasks of repositories on the queue, as one run with one budget
+  fleet         a run's status and its report"""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`goldenloop do-one-task ...`, `overnight ...`, `memory ...`, `history ...`, `serve ...`, the
-    backlog's `init`, `add`, `list`/`status`, `show`, `reopen`/`retry`, `import`, and the fleet's
-    `worker`, `enqueue`, `fleet status|report`."""
+    """`goldenloop COMMAND ...`: every command above by name (SUMMARY)."""
     argv = sys.argv[1:] if argv is None else argv
     commands = {"do-one-task": do_one_task_main, "overnight": overnight_main, **OTHER_COMMANDS, **BACKLOG_COMMANDS}
     if not argv or argv[0] not in commands:
-        print(f"usage: goldenloop {{{','.join(commands)}}} [options]  (see --help of each)")
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+        asked = bool(argv) and argv[0] in ("-h", "--help")
+        if argv and not asked:
+            print(f"goldenloop: unknown command {argv[0]!r}", file=sys.stderr)
+        print(SUMMARY, file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
     return commands[argv[0]](argv[1:])
 
 
