@@ -173,7 +173,7 @@ class HumanLines:
         return f"  task reflection ({which}) kept for the next run of this task"
 
     def _lessons_injected(self, e: Event) -> str:
-        shown = ", ".join(f"{item.get('kind')} of {item.get('fromTask')}" for item in e.get("lessons") or [])
+        shown = ", ".join(f"{item.get('kind')} of {_task_of(item)}" for item in e.get("lessons") or [])
         return f"  lessons from earlier tasks in the first prompt: {shown}"
 
     def _outcome_reflected(self, e: Event) -> str:
@@ -195,3 +195,9 @@ class HumanLines:
 def _first_line(text: Any) -> str:
     lines = str(text or "").strip().splitlines()
     return lines[0][:300] if lines else ""
+
+
+def _task_of(lesson: Event) -> str:
+    """The task a lesson came from: `shop/T-3` for another project of a shared memory."""
+    project = lesson.get("fromProject")
+    return f"{project}/{lesson.get('fromTask')}" if project else str(lesson.get("fromTask"))

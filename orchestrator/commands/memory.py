@@ -153,12 +153,27 @@ def _show(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> in
     with _store(layout, config) as store:
         body = store.find(args.id)
     if body is None:
-        raise MemoryCommandError(f"no reflection with id {args.id}", EXIT_NOT_FOUND)
+        return _show_lesson(args, layout, config)
     if body.get("kind") == "outcome":
         with suppress_invalid():
             record = OutcomeReflection.model_validate(body)
             return _out(args, record.to_dict(), lambda: to_markdown(record).rstrip())
     return _out(args, body, lambda: "\n".join(f"{k}: {_plain(v)}" for k, v in body.items()))
+
+
+def _show_lesson(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    """A lesson `memory search` listed that is no record of this project: another project's,
+    in a memory the team shares."""
+    with _lessons(layout, config) as index:
+        lesson = index.get(args.id)
+    if lesson is None:
+        raise MemoryCommandError(f"no reflection with id {args.id}", EXIT_NOT_FOUND)
+    data = {"id": lesson.id, "project": lesson.project or None, "taskId": lesson.task_id, "kind": lesson.kind,
+            "text": lesson.text, "rule": lesson.rule, "files": list(lesson.files), "createdAt": lesson.created_at}
+    owner = f"project {lesson.project}, " if lesson.project else ""
+    return _out(args, data, lambda: "\n".join([f"a lesson of {owner}task {lesson.task_id} ({lesson.kind}, "
+                                               f"{lesson.created_at or 'undated'})", lesson.text,
+                                               *([f"rule: {lesson.rule}"] if lesson.rule else [])]))
 
 
 @contextmanager
@@ -306,7 +321,7 @@ def _migrate(args: argparse.Namespace, layout: Layout, config: ProjectConfig) ->
                  f"skipped {report.skipped} unreadable line(s)",
                  f"lesson uses: copied {report.uses_copied}, {report.uses_already_there} already there, "
                  f"skipped {report.uses_skipped} unreadable line(s)"]
-        if is_postgres_url(target) and not is_postgres_url(source):
+        if is_postgres_url(target) and not same_memory(target, _configured_url(config)):
             lines.append('to use it, set memory.store to "env:VARIABLE" in .openagents/project.json, with the '
                          "URL in that variable (or set GOLDENLOOP_MEMORY_STORE)")
         return "\n".join(lines)

@@ -70,8 +70,10 @@ def lessons_block(ranked: Sequence[RankedLesson]) -> str:
 
 
 def _shown(item: RankedLesson) -> dict:
-    return {"id": item.lesson.id, "fromTask": item.lesson.task_id, "kind": item.lesson.kind,
-            "score": round(item.score, 4), "why": item.why}
+    lesson = item.lesson
+    shown = {"id": lesson.id, "fromTask": lesson.task_id, "kind": lesson.kind, "score": round(item.score, 4),
+             "why": item.why}
+    return {**shown, "fromProject": lesson.project} if lesson.project else shown  # another project's lesson
 
 
 def record_use(p: LoopParts, ids: Sequence[str], task: Task, attempt: int, passed: bool) -> None:

@@ -92,6 +92,10 @@ KEY_CANDIDATES_SQL = (
     f" WHERE lk.key = k.key AND {NOT_ASKING} ORDER BY lk.record_seq DESC LIMIT %s) AS found"
 )
 LOAD_SQL = "SELECT record_seq, project, lesson FROM goldenloop_lessons WHERE record_seq = ANY(%s)"
+# One lesson by id: the asking project's own first, else the oldest of another project.
+GET_SQL = (
+    "SELECT project, lesson FROM goldenloop_lessons WHERE lesson_id = %s ORDER BY project <> %s, record_seq LIMIT 1"
+)
 USES_OF_SQL = (
     "SELECT lesson_project, lesson_id, sum(shown)::int, sum(helped)::int FROM goldenloop_lesson_counts"
     " WHERE (lesson_project, lesson_id) IN (SELECT * FROM unnest(%s::text[], %s::text[])) GROUP BY 1, 2"
@@ -326,6 +330,11 @@ class PostgresLessonIndex:
             self._db.transaction(lambda conn, rows=rows, done=done: store_vectors(conn, dims, rows, done))
 
     # -- reading lessons and uses ---------------------------------------------------
+
+    def get(self, lesson_id: str) -> Lesson | None:
+        """One lesson by id, of this project or another (as `search` lists them)."""
+        row = self._db.run(lambda conn: conn.execute(GET_SQL, (lesson_id, self.project)).fetchone())
+        return self._lesson(*row) if row else None
 
     def _load(self, seqs: set[int]) -> dict[int, Lesson]:
         rows = self._db.run(lambda conn: conn.execute(LOAD_SQL, (sorted(seqs),)).fetchall())

@@ -4,6 +4,7 @@ that run on every attempt stay index scans however many rows the team has writte
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,7 +14,9 @@ import psycopg
 import pytest
 from memory_fixtures import attempt, outcome
 
+from orchestrator.cli import main
 from orchestrator.loop.remember import lessons_block
+from orchestrator.render import HumanLines
 from reflection.lessons import LessonQuery
 from reflection.postgres.connection import apply_schema
 from reflection.postgres.lessons import (
@@ -80,6 +83,31 @@ def test_lessons_of_another_project_are_ranked_and_named_in_the_prompt(stores, p
     block = lessons_block(ranked)
     assert f"task {APP}/T-3" in block and "task T-4)" in block
     assert "this project and others" in block
+
+
+def test_memory_search_and_show_name_another_projects_lesson(stores, pg_url: str, tmp_path, monkeypatch,
+                                                             capsys) -> None:
+    app, _ = stores
+    theirs = outcome("T-3", "Quote CSV fields that contain commas.", files=["src/export.py"])
+    app.append_outcome(theirs)
+    shop = tmp_path / "shop"
+    (shop / ".openagents").mkdir(parents=True)
+    (shop / ".openagents" / "project.json").write_text(orjson.dumps({"projectId": SHOP}).decode())
+    monkeypatch.setenv("GOLDENLOOP_MEMORY_STORE", pg_url)
+
+    assert main(["memory", "search", "CSV commas", "--dir", str(shop)]) == 0
+    assert f"{APP}/T-3" in capsys.readouterr().out
+    assert main(["memory", "show", theirs.id, "--dir", str(shop)]) == 0  # the id search listed
+    shown = capsys.readouterr().out
+    assert f"a lesson of project {APP}, task T-3" in shown and "Quote CSV fields" in shown
+    assert main(["memory", "show", "no-such-id", "--dir", str(shop)]) == 1
+
+
+def test_the_console_names_the_project_of_a_lesson_it_showed() -> None:
+    out = io.StringIO()
+    HumanLines(out)({"event": "lessons_injected", "lessons": [
+        {"kind": "failed", "fromTask": "T-3", "fromProject": APP}, {"kind": "success", "fromTask": "T-4"}]})
+    assert out.getvalue() == f"  lessons from earlier tasks in the first prompt: failed of {APP}/T-3, success of T-4\n"
 
 
 # -- indexes, not scans --------------------------------------------------------------------
