@@ -1,6 +1,6 @@
 """Command line: `do-one-task`, `overnight`, `goldenloop memory`, `history`, `serve`, the backlog's
 `init`, `add`, `list`, `status`, `show`, `reopen`, `retry` and `import`, and the fleet's `worker`,
-`enqueue` and `fleet status|report` (docs/FLEET.md).
+`enqueue` and `fleet status|report|cancel` (docs/FLEET.md).
 
 Only argparse is imported at start-up, so `--help` is instant; the engine (and litellm,
 lazily, inside the model client) is imported when a command runs.
@@ -115,11 +115,13 @@ def overnight_parser() -> argparse.ArgumentParser:
                        help="put the tasks on this PostgreSQL queue for `goldenloop worker`s, follow the run, "
                        "write its report (a password: better in PGPASSWORD or ~/.pgpass)")
     _add_fleet_files(fleet)
-    fleet.add_argument("--run", metavar="ID", help="add to this run (its limits stay) instead of starting one")
+    fleet.add_argument("--run", metavar="ID", help=RUN_HELP)
     return parser
 
 
 FLEET_WORKDIR = Path("~/.cache/goldenloop/fleet")
+RUN_HELP = ("add to this run, as `enqueue` printed its id (its limits stay; it must exist and not be cancelled) "
+            "instead of starting one")
 
 
 def _add_limits(parser: argparse.ArgumentParser) -> None:
@@ -147,8 +149,9 @@ def overnight_main(argv: list[str] | None = None) -> int:
 
 
 FLEET_EXIT_CODES = ("exit codes: 0 done, 1 a task was blocked or not closed (overnight, fleet status --follow) or "
-                    "no such run, 2 usage or config error (no queue, a database that cannot be reached, a repository "
-                    "that cannot be cloned or has no backlog), 3 no ready task, 130 interrupted")
+                    "no such run (an id that is not a run's, or a cancelled run to add to), 2 usage or config error "
+                    "(no queue, a database that cannot be reached, a repository that cannot be cloned or has no "
+                    "backlog), 3 nothing queued (no ready task, or every one already queued), 130 interrupted")
 QUEUE_HELP = "the PostgreSQL queue, postgresql://user@host/db (default: $GOLDENLOOP_QUEUE)"
 
 
@@ -190,7 +193,7 @@ def enqueue_parser() -> argparse.ArgumentParser:
     parser.add_argument("repos", nargs="+", metavar="REPO_URL", help="git URLs (no password in them)")
     parser.add_argument("--queue", metavar="URL", help=QUEUE_HELP)
     _add_limits(parser)
-    parser.add_argument("--run", metavar="ID", help="add to this run (its limits stay) instead of starting one")
+    parser.add_argument("--run", metavar="ID", help=RUN_HELP)
     parser.add_argument("--workdir", type=Path, default=FLEET_WORKDIR, metavar="DIR",
                         help="where this machine keeps its clones (default ~/.cache/goldenloop/fleet)")
     parser.add_argument("--json", action="store_true", help="print JSON lines")
@@ -200,19 +203,25 @@ def enqueue_parser() -> argparse.ArgumentParser:
 
 
 def fleet_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="goldenloop fleet", description="A fleet run: how it goes, its report.",
-                                     epilog=FLEET_EXIT_CODES)
+    parser = argparse.ArgumentParser(prog="goldenloop fleet", description="A fleet run: how it goes, its report, "
+                                     "cancelling it.", epilog=FLEET_EXIT_CODES)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("run", nargs="?", metavar="RUN", help="the run's id (default: the newest)")
+    common.add_argument("run", nargs="?", metavar="RUN", help="the run's id, as `enqueue` printed it "
+                        "(default: the newest)")
     common.add_argument("--queue", metavar="URL", help=QUEUE_HELP)
-    common.add_argument("--out", type=Path, default=Path("."), metavar="DIR",
-                        help="where the report and summary are written (default: here)")
     common.add_argument("--json", action="store_true", help="print JSON lines")
+    reporting = argparse.ArgumentParser(add_help=False)
+    _add_fleet_files(reporting)  # --workdir: the mirrors the report reads each backlog's tip through
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    status = sub.add_parser("status", parents=[common], help="jobs, spending and the last outcomes of a run")
+    status = sub.add_parser("status", parents=[common, reporting],
+                            help="jobs, spending, the live workers and the last outcomes of a run")
     status.add_argument("--follow", action="store_true", help="print each job's end until the run ends, then "
                         "write its report")
-    sub.add_parser("report", parents=[common], help="write the run's morning report and summary JSON")
+    sub.add_parser("report", parents=[common, reporting], help="write the run's morning report and summary JSON")
+    cancel = sub.add_parser("cancel", parents=[common], help="cancel the run's waiting jobs and queue nothing "
+                            "more into it")
+    cancel.add_argument("--abort", action="store_true", help="stop its running jobs too (their tasks are put back "
+                        "to open, nothing of them is pushed)")
     return parser
 
 
@@ -407,7 +416,7 @@ memory and the reflect API:
 a fleet of workers on PostgreSQL (docs/FLEET.md):
   worker        work the fleet's queue, one task at a time
   enqueue       put the ready tasks of repositories on the queue, as one run with one budget
-  fleet         a run's status and its report"""
+  fleet         a run's status, its report, cancelling it"""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -112,29 +112,55 @@ def _time(value: object) -> datetime | None:
         return None
 
 
+@dataclass
+class Section:
+    """A table of its own on the page, after the tasks' (a fleet's tasks left open)."""
+
+    heading: str
+    columns: Sequence[str]
+    rows: Sequence[Sequence[str]]
+    empty: str = "None."
+
+
 def render_page(run_id: str, outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | None], *,
-                stop_reason: str, meter: Meter) -> str:
+                stop_reason: str, meter: Meter, tally: str | None = None, workers: Sequence[str] | None = None,
+                rows_heading: str = "Tasks", sections: Sequence[Section] = ()) -> str:
+    """The page. A fleet's report passes its own `tally` (tasks, not its rows, which are job
+    runs), each row's worker, and its sections; a local run's page needs none of them."""
     closed = sum(o.status == "closed" for o in outcomes)
-    head = (f"<h1>goldenloop run {_e(run_id)}</h1><p class=sub>{closed} of {len(outcomes)} task(s) closed. "
+    tally = tally or f"{closed} of {len(outcomes)} task(s) closed"
+    head = (f"<h1>goldenloop run {_e(run_id)}</h1><p class=sub>{_e(tally)}. "
             f"Stopped because: {_e(stop_reason)}. Model calls: {meter.calls}; tokens {meter.input_tokens} in, "
             f"{meter.output_tokens} out; cost {_e(meter.cost_text())}.</p>")
-    body = [head, "<h2>Tasks</h2>", _table(outcomes, stories), "<h2>The night</h2>", _timeline(outcomes, stories),
+    body = [head, f"<h2>{_e(rows_heading)}</h2>", _table(outcomes, stories, workers), *map(_section, sections),
+            "<h2>The night</h2>", _timeline(outcomes, stories),
             "<h2>What each task went through</h2>", *(_details(o, s) for o, s in zip(outcomes, stories, strict=True))]
     return (f"<!doctype html><html lang=en><meta charset=utf-8><title>goldenloop {_e(run_id)}</title>"
             f"<style>{STYLE}</style><body>{''.join(body)}</body></html>\n")
 
 
-def _table(outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | None]) -> str:
+def _table(outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | None],
+           workers: Sequence[str] | None = None) -> str:
     rows = []
-    for o, story in zip(outcomes, stories, strict=True):
+    for n, (o, story) in enumerate(zip(outcomes, stories, strict=True)):
         commits = " ".join(f"<code>{_e(c[:10])}</code>" for c in o.commits) or "—"
-        rows.append(f"<tr><td>{_e(o.task_id)}</td><td>{_e(story.title if story else '')}</td><td>{_tag(o.status)}</td>"
-                    f"<td>{o.attempts}</td><td>{o.reflections}</td><td>{commits}</td>"
+        worker = f"<td>{_e(workers[n])}</td>" if workers is not None else ""
+        rows.append(f"<tr><td>{_e(o.task_id)}</td><td>{_e(story.title if story else '')}</td>{worker}"
+                    f"<td>{_tag(o.status)}</td><td>{o.attempts}</td><td>{o.reflections}</td><td>{commits}</td>"
                     f"<td>{_e(o.meter.cost_text())}</td><td>{o.duration_s:.1f} s</td></tr>")
     if not rows:
         return "<p class=muted>No task ran.</p>"
-    return ("<table><tr><th>task</th><th>title</th><th>outcome</th><th>attempts</th><th>reflections</th>"
-            "<th>commits</th><th>cost</th><th>time</th></tr>" + "".join(rows) + "</table>")
+    return ("<table><tr><th>task</th><th>title</th>" + ("<th>worker</th>" if workers is not None else "")
+            + "<th>outcome</th><th>attempts</th><th>reflections</th><th>commits</th><th>cost</th><th>time</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _section(section: Section) -> str:
+    if not section.rows:
+        return f"<h2>{_e(section.heading)}</h2><p class=muted>{_e(section.empty)}</p>"
+    head = "".join(f"<th>{_e(c)}</th>" for c in section.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{_e(cell)}</td>" for cell in row) + "</tr>" for row in section.rows)
+    return f"<h2>{_e(section.heading)}</h2><table><tr>{head}</tr>{rows}</table>"
 
 
 def _timeline(outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | None]) -> str:

@@ -1,18 +1,18 @@
-"""`goldenloop worker`, `goldenloop enqueue`, `goldenloop fleet status|report` and `overnight --queue`.
+"""`goldenloop worker`, `goldenloop enqueue`, `goldenloop fleet status|report|cancel` and `overnight --queue`.
 
 The queue's URL comes from `--queue`, else from `GOLDENLOOP_QUEUE` (so that a password
 stays out of the shell's history and of `ps`); libpq's `PGPASSWORD` and `~/.pgpass`
 work too. A worker folds the password into its own copy of the URL and removes both
 variables from its environment, so the agents and checks it runs never see them. Every
 URL printed goes through `safe_url`. A problem the user can fix (no queue, a database
-that cannot be reached, a repository that cannot be cloned) is one sentence and an exit
-code (docs/FLEET.md lists them), never a traceback.
+that cannot be reached, a repository that cannot be cloned, a run that does not exist or
+an id that is not a run's) is one sentence and an exit code (docs/FLEET.md lists them),
+never a traceback. What the commands print is `orchestrator.fleet.show`'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import socket
 import sys
@@ -48,6 +48,7 @@ from reflection.postgres.connection import (
 
 QUEUE_ENV = "GOLDENLOOP_QUEUE"
 FOLLOW_POLL_S = 1.0
+EXIT_NO_RUN = 1  # no such run (or a cancelled one, to add to), or an id that is not a run's
 
 
 def queue_url(args: argparse.Namespace, *, scrub: bool = False) -> str:
@@ -77,6 +78,12 @@ def _database(url: str):  # noqa: ANN202 - Database, imported late with psycopg
     return open_database(url)
 
 
+def _no_run(exc: Exception) -> bool:
+    from orchestrator.fleet.records import NoRun  # the fleet is imported late, as psycopg is
+
+    return isinstance(exc, NoRun)
+
+
 def _guarded(command: str, json_mode: bool, work: Callable[[], int]) -> int:
     """Run a command; a UserError or an unreachable database ends it in one sentence."""
     try:
@@ -94,6 +101,9 @@ def _guarded(command: str, json_mode: bool, work: Callable[[], int]) -> int:
             level="error", exitCode=EXIT_USAGE)
         return EXIT_USAGE
     except Exception as exc:  # the database went away under the command (the queue's own error, or psycopg's)
+        if _no_run(exc):
+            say(f"{command}: {exc}", json_mode, level="error", exitCode=EXIT_NO_RUN)
+            return EXIT_NO_RUN
         cause = exc.__cause__ or exc
         if not server_gone(cause):
             raise
@@ -109,8 +119,10 @@ def _guarded(command: str, json_mode: bool, work: Callable[[], int]) -> int:
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    from orchestrator.fleet.logs import quiet_queue_logs
+
     listener = setup_output(args.json)
-    _queue_logs_in_one_line()
+    quiet_queue_logs()
     return _guarded("worker", args.json, lambda: anyio.run(_worker, args, listener))
 
 
@@ -155,31 +167,6 @@ async def _worker(args: argparse.Namespace, listener: Callable[[dict], None]) ->
     return code
 
 
-class _OneLine(logging.Formatter):
-    """A record and the first line of its exception: a database restart is news, not a traceback."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        cause = record.exc_info[1] if record.exc_info else None
-        text = f"{record.levelname}: {_first(record.getMessage())}"
-        return text + (f" ({type(cause).__name__}: {_first(str(cause))})" if cause else "")
-
-
-def _first(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else ""
-
-
-def _queue_logs_in_one_line() -> None:
-    """Procrastinate's and asyncio's warnings as one line each on stderr."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_OneLine())
-    for name in ("procrastinate", "asyncio", "psycopg"):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.setLevel(logging.WARNING)
-        logger.propagate = False
-
-
 def _sayer(name: str, json_mode: bool) -> Callable[[str], None]:
     def speak(message: str) -> None:
         if json_mode:
@@ -204,9 +191,12 @@ async def _enqueue_command(args: argparse.Namespace) -> int:
 
 
 async def _enqueue(args: argparse.Namespace):  # noqa: ANN202 - Enqueued, imported late
+    from orchestrator.fleet import show
     from orchestrator.fleet.enqueue import Limits, enqueue
+    from orchestrator.fleet.records import check_run_id
 
     url = queue_url(args)
+    check_run_id(args.run)  # before anything is cloned
     db = await anyio.to_thread.run_sync(_database, url)
     limits = Limits(args.max_tasks, args.max_hours, args.max_cost)
     try:
@@ -214,18 +204,7 @@ async def _enqueue(args: argparse.Namespace):  # noqa: ANN202 - Enqueued, import
                              run_id=args.run)
     finally:
         db.close()
-    if args.json:
-        JsonLines()({"event": "enqueued", "runId": done.run.id, "repositories": [
-            {"repository": safe_url(ref.url), "branch": ref.branch, "queued": d.queued, "alreadyQueued": d.waiting}
-            for ref, d in done.repositories]})
-    else:
-        print(f"run {done.run.id}", flush=True)
-        for ref, d in done.repositories:
-            waiting = f" ({len(d.waiting)} already on the queue: {', '.join(d.waiting)})" if d.waiting else ""
-            print(f"  {safe_url(ref.url)} ({ref.branch}): queued {len(d.queued)}"
-                  f"{': ' + ', '.join(d.queued) if d.queued else ''}{waiting}", flush=True)
-        if not done.queued:
-            print("no ready task in any repository", flush=True)
+    show.enqueued(done, args.json, new_run=args.run is None)
     return done
 
 
@@ -251,81 +230,79 @@ def _refuse(message: str) -> Callable[[], int]:
 
 async def _overnight(args: argparse.Namespace) -> int:
     done = await _enqueue(args)
-    if not done.queued:
+    if not done.queued or done.run is None:
+        if done.run is not None:
+            say(f"follow run {done.run.id} with `goldenloop fleet status {done.run.id} --follow`", args.json)
         return EXIT_NO_TASK
-    return await _follow_and_report(queue_url(args), done.run.id, args.out, args.json)
+    return await _follow_and_report(queue_url(args), done.run.id, args.out, args.workdir, args.json)
 
 
-async def _follow_and_report(url: str, run_id: str, out: Path, json_mode: bool) -> int:
-    from orchestrator.fleet.report import FleetReport
+async def _follow_and_report(url: str, run_id: str, out: Path, workdir: Path, json_mode: bool) -> int:
+    from orchestrator.fleet import show
 
     db = await anyio.to_thread.run_sync(_database, url)
     try:
-        report, interrupted = await interruptible(lambda: _follow(db, run_id, json_mode))
-        if interrupted or report is None:
+        followed, interrupted = await interruptible(lambda: _follow(db, run_id, json_mode))
+        if interrupted or followed is None:
             say(f"stopped following run {run_id}; the workers go on. Follow it again with `goldenloop fleet status "
                 f"{run_id} --follow`, or write its report now with `goldenloop fleet report {run_id}`", json_mode)
             return EXIT_INTERRUPTED
-        assert isinstance(report, FleetReport)
-        _print_report(report, out.expanduser(), json_mode)
+        report = await anyio.to_thread.run_sync(lambda: _load_report(db, run_id, workdir.expanduser()))
+        show.report(report, out.expanduser(), json_mode)
         return EXIT_DONE if all(status == "closed" for status in report.last_status().values()) else EXIT_BLOCKED
     finally:
         db.close()
 
 
-async def _follow(db, run_id: str, json_mode: bool):  # noqa: ANN001, ANN202 - fleet types, imported late
-    """Print each job's end as it comes; return the report once no job of the run is left."""
+async def _follow(db, run_id: str, json_mode: bool) -> bool:  # noqa: ANN001 - Database, imported late
+    """Print each job's end as it comes, and once that no worker runs while jobs wait;
+    True once no job of the run is left."""
+    from orchestrator.fleet import show
+    from orchestrator.fleet.liveness import NoWorkerWatch, live_workers
     from orchestrator.fleet.records import RUNNING
 
     shown: set[int] = set()
+    watch = NoWorkerWatch()
     while True:
         report = await anyio.to_thread.run_sync(_load_report, db, run_id)
         for row in report.rows:
             if row.status != RUNNING and row.id not in shown:
                 shown.add(row.id)
-                _print_row(row, json_mode)
+                show.row(row, json_mode)
         if report.finished:
-            return report
+            return True
+        warning = watch.check(report.jobs, await anyio.to_thread.run_sync(live_workers, db))
+        if warning:
+            say(warning, json_mode, level="warning")
         await anyio.sleep(FOLLOW_POLL_S)
 
 
-def _load_report(db, run_id: str | None):  # noqa: ANN001, ANN202
+def _load_report(db, run_id: str | None, workdir: Path | None = None):  # noqa: ANN001, ANN202
+    """The run's report; with `workdir`, its repositories' backlogs read at their remote tips
+    through the mirrors there (a report at the end, not each poll of a follower)."""
     from orchestrator.fleet import records
-    from orchestrator.fleet.queue import job_counts
+    from orchestrator.fleet.backlog import read_backlogs, runs_of_tasks
+    from orchestrator.fleet.queue import run_jobs
     from orchestrator.fleet.report import FleetReport
 
-    run = records.get_run(db, run_id)
-    if run is None:
-        raise UserError(f"no run {run_id} on this queue" if run_id else "no run on this queue yet", 1)
-    return FleetReport(run, records.outcomes(db, run.id), job_counts(db, run.id))
+    run = records.find_run(db, run_id)
+    rows, jobs = records.outcomes(db, run.id), run_jobs(db, run.id)
+    counts: dict[str, int] = {}
+    for job in jobs:
+        counts[job.state] = counts.get(job.state, 0) + 1
+    repositories = records.repositories(db, run.id) or _repositories_of(jobs)
+    backlogs = read_backlogs(workdir, repositories, runs_of_tasks(rows, jobs)) if workdir is not None else None
+    return FleetReport(run, rows, counts, repositories, backlogs)
 
 
-def _print_row(row, json_mode: bool) -> None:  # noqa: ANN001
-    name = row.repo_key.rsplit("-", 1)[0]
-    if json_mode:
-        JsonLines()({"event": "job_ended", "repository": row.repo, "taskId": row.task_id, "status": row.status,
-                     "reason": row.reason, "worker": row.worker, "costUsd": row.cost, "durationS": row.duration_s})
-        return
-    cost = "unknown" if row.cost is None else f"${row.cost:.4f}"
-    why = f": {row.reason}" if row.status != "closed" and row.reason else ""
-    print(f"{name} {row.task_id}: {row.status} by {row.worker} ({row.attempts} attempt(s), {cost}, "
-          f"{row.duration_s:.1f} s){why}", flush=True)
+def _repositories_of(jobs):  # noqa: ANN001, ANN202 - a run recorded before its repositories were
+    from orchestrator.fleet.records import RunRepository
+
+    found = {job.repo_key: RunRepository(job.repo, job.repo_key, job.branch) for job in reversed(jobs) if job.repo}
+    return list(reversed(found.values()))
 
 
-def _print_report(report, out: Path, json_mode: bool) -> None:  # noqa: ANN001
-    summary, page = report.write(out)
-    body = report.summary()
-    if json_mode:
-        JsonLines()({"event": "summary", **body, "summaryPath": str(summary), "reportPath": str(page)})
-        return
-    t = body["totals"]
-    cost = "unknown" if t["costUsd"] is None else f"${t['costUsd']:.4f}"
-    print(f"run {body['runId']}: {t['closed']} of {t['tasks']} task(s) closed, {t['blocked']} blocked, by "
-          f"{len(t['workers'])} worker(s); cost {cost}; stopped because: {body['stopReason']}", flush=True)
-    print(f"  summary: {summary}\n  report:  {page}", flush=True)
-
-
-# -- fleet status | report -----------------------------------------------------------------
+# -- fleet status | report | cancel ---------------------------------------------------------
 
 
 def run_fleet(args: argparse.Namespace) -> int:
@@ -334,40 +311,33 @@ def run_fleet(args: argparse.Namespace) -> int:
 
 
 async def _fleet(args: argparse.Namespace) -> int:
+    from orchestrator.fleet import show
+    from orchestrator.fleet.liveness import live_workers
+    from orchestrator.fleet.records import check_run_id, find_run
+
     url = queue_url(args)
-    if args.action == "status" and args.follow:
-        db = await anyio.to_thread.run_sync(_database, url)
-        run_id = args.run or (await anyio.to_thread.run_sync(_load_report, db, None)).run.id
-        db.close()
-        return await _follow_and_report(url, run_id, args.out, args.json)
+    check_run_id(args.run)
     db = await anyio.to_thread.run_sync(_database, url)
     try:
-        report = await anyio.to_thread.run_sync(_load_report, db, args.run)
+        run = await anyio.to_thread.run_sync(find_run, db, args.run)
+        if args.action == "cancel":
+            return await _cancel(db, url, run, args)
+        if args.action == "status" and args.follow:
+            return await _follow_and_report(url, run.id, args.out, args.workdir, args.json)
+        if args.action == "report":
+            report = await anyio.to_thread.run_sync(_load_report, db, run.id, args.workdir.expanduser())
+            show.report(report, args.out.expanduser(), args.json)
+        else:
+            report = await anyio.to_thread.run_sync(_load_report, db, run.id)
+            show.status(report, await anyio.to_thread.run_sync(live_workers, db), args.json)
     finally:
         db.close()
-    if args.action == "report":
-        _print_report(report, args.out.expanduser(), args.json)
-    else:
-        _print_status(report, args.json)
     return EXIT_DONE
 
 
-def _print_status(report, json_mode: bool) -> None:  # noqa: ANN001
-    body = report.summary()
-    if json_mode:
-        JsonLines()({"event": "status", **body})
-        return
-    run, t = report.run, body["totals"]
-    limits = [f"{run.max_tasks} tasks" if run.max_tasks else "", f"${run.max_cost:.2f}" if run.max_cost else "",
-              f"until {run.deadline:%Y-%m-%d %H:%M} UTC" if run.deadline else ""]
-    shown = ", ".join(x for x in limits if x) or "none"
-    jobs = ", ".join(f"{k} {v}" for k, v in sorted(report.jobs.items())) or "none"
-    print(f"run {run.id} (started {run.created_at:%Y-%m-%d %H:%M} UTC; limits: {shown})", flush=True)
-    print(f"  jobs: {jobs}", flush=True)
-    spent = f"${run.spent_cost:.4f}" + (f" of ${run.max_cost:.4f}" if run.max_cost is not None else "")
-    print(f"  spent {spent}; tasks started {run.started_tasks}; closed {t['closed']}, blocked {t['blocked']}",
-          flush=True)
-    for row in report.rows[-10:]:
-        _print_row(row, False)
-    if not report.finished:
-        print("  still running", flush=True)
+async def _cancel(db, url: str, run, args: argparse.Namespace) -> int:  # noqa: ANN001 - fleet types, imported late
+    from orchestrator.fleet import show
+    from orchestrator.fleet.cancel import cancel
+
+    show.cancelled(await cancel(db, url, run, abort=args.abort), args.json)
+    return EXIT_DONE

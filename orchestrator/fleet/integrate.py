@@ -57,6 +57,7 @@ class Integration:
     status: Literal["integrated", "conflict", "dropped"]
     reason: str = ""
     commits: list[str] = field(default_factory=list)  # the task's commits as they are on the base branch
+    branch: str = ""  # a conflict: the branch of the remote its commits are kept on
 
 
 # -- the integration ------------------------------------------------------------------------
@@ -170,7 +171,7 @@ def _conflict(session: ProjectSession, ref: RepoRef, mirrors: Mirrors, outcome: 
     _write_merged(tree, work, mirrors, ref, tip)
     session.board.update(outcome.task_id, status="blocked", close_reason=reason, closed_at=None)
     session.commit_bookkeeping(outcome.task_id)
-    return Integration("conflict", reason)
+    return Integration("conflict", reason, branch=branch)
 
 
 def _write_merged(tree: Path, work: Work, mirrors: Mirrors, ref: RepoRef, tip: str) -> None:

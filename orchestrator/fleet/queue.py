@@ -9,17 +9,21 @@ A job is `goldenloop.run_task(repo, branch, task, run)` on queue `goldenloop`. I
 and its queueing lock are the repository's key and the task's id, so the queue never
 lets two workers run one task at once and putting a task on the queue twice is a no-op.
 Its priority is the task's (0, the most urgent, runs first). An infrastructure failure
-(git fetch failed, the database went away) is retried with a doubling wait; a task that
-was stopped (a worker told to stop) goes back to the queue at once. A blocked task is no
-failure: the job succeeded, the task needs a human.
+(git fetch failed, the database went away, even for longer than a job's database work
+waits for it) is retried with a doubling wait; a task that was stopped (a worker told to
+stop) goes back to the queue at once. A blocked task is no failure: the job succeeded,
+the task needs a human.
+
+A task gets one job per run: `defer_ready` skips a task that has a job waiting or running
+(in any run) or that had one in the run, except that `enqueue --run` may queue again a
+task whose jobs in the run all ended without success (failed, cancelled, aborted). A
+cancelled run gets no new job.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 import anyio
@@ -27,10 +31,10 @@ from procrastinate import App, BaseRetryStrategy, JobContext, PsycopgConnector, 
 from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.jobs import Job
 
-from orchestrator.fleet.mirror import Mirrors, RepoRef
-from orchestrator.layout import PREFIX
-from orchestrator.tasks import Task, TaskBoard, TaskFileError
-from reflection.postgres.connection import Database
+from orchestrator.fleet import records
+from orchestrator.fleet.mirror import RepoRef
+from orchestrator.tasks import Task
+from reflection.postgres.connection import Database, PostgresUnavailable, first_line, server_gone
 
 QUEUE = "goldenloop"
 TASK_NAME = "goldenloop.run_task"
@@ -38,6 +42,8 @@ POOL_MAX = 4  # per process: a worker listens on one, defers and finishes jobs o
 INFRA_RETRIES = 8  # an infrastructure failure is retried this many times, after 1, 2, 4 ... 128 s (4 min in all)
 PUT_BACK_RETRIES = 50  # a job whose workers keep being stopped: past this, it fails (a human looks)
 RUNNER = "fleet"  # the key of the worker object in a job's context
+LIVE = ("todo", "doing")
+UNSUCCESSFUL = ("failed", "cancelled", "aborted")  # a job that ended so may be queued again by `enqueue --run`
 
 
 class InfraError(Exception):
@@ -61,8 +67,25 @@ def make_app(url: str) -> App:
 
 
 async def _run_task(context: JobContext, repo: str, branch: str, task: str, run: str) -> str:
+    """The job: the worker's `run_job`; the database lost under it is an infrastructure error."""
     runner: JobRunner = context.additional_context[RUNNER]
-    return await runner.run_job(context.job, repo=repo, branch=branch, task=task, run=run)
+    try:
+        return await runner.run_job(context.job, repo=repo, branch=branch, task=task, run=run)
+    except (InfraError, PutBack):
+        raise
+    except Exception as exc:
+        if infrastructure(exc):
+            raise InfraError(first_line(exc)) from exc
+        raise
+
+
+def infrastructure(exc: BaseException) -> bool:
+    """Whether `exc` failed outside the task: ours (InfraError), PostgreSQL that did not answer
+    for as long as a job's database work waits (PostgresUnavailable), or a connection lost
+    (psycopg's error, or Procrastinate's wrapping of it)."""
+    if isinstance(exc, InfraError | PostgresUnavailable):
+        return True
+    return any(server_gone(e) for e in (exc, exc.__cause__) if e is not None)
 
 
 class Retry(BaseRetryStrategy):
@@ -71,7 +94,7 @@ class Retry(BaseRetryStrategy):
     def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
         if isinstance(exception, PutBack) and job.attempts < PUT_BACK_RETRIES:
             return RetryDecision()
-        if isinstance(exception, InfraError) and job.attempts < INFRA_RETRIES:
+        if infrastructure(exception) and job.attempts < INFRA_RETRIES:
             return RetryDecision(retry_in={"seconds": 2 ** job.attempts})
         return None
 
@@ -85,60 +108,101 @@ class Deferred:
     """What putting a repository's ready tasks on the queue did."""
 
     queued: list[str] = field(default_factory=list)
-    waiting: list[str] = field(default_factory=list)  # already on the queue (this run or another)
+    waiting: list[str] = field(default_factory=list)  # a job of it waits or runs (in this run or another)
+    ran: list[str] = field(default_factory=list)  # it had its job in this run already
+    cancelled: bool = False  # the run was cancelled: nothing is queued into it
 
 
-async def defer_ready(app: App, db: Database, run_id: str, ref: RepoRef, ready: Sequence[Task]) -> Deferred:
-    """Queue each ready task that has had no job in this run yet. Called under the
-    repository's integration lock, so that two workers never queue one task twice."""
-    had = await anyio.to_thread.run_sync(jobs_of_run, db, run_id, ref)
+async def defer_ready(app: App, db: Database, run_id: str, ref: RepoRef, ready: Sequence[Task], *,
+                      again: bool = False) -> Deferred:
+    """Queue each ready task that has no live job and had none in this run (with `again`:
+    none that succeeded). Called under the repository's integration lock, so that two
+    workers never queue one task twice; a cancelled run gets nothing."""
     done = Deferred()
+    run = await anyio.to_thread.run_sync(records.get_run, db, run_id)
+    if run is None or run.cancelled_at is not None:
+        done.cancelled = True
+        return done
+    jobs = await anyio.to_thread.run_sync(task_jobs, db, run_id, ref)
     for task in ready:
-        if task.id in had:
-            continue
-        lock = job_lock(ref, task.id)
-        deferrer = app.configure_task(TASK_NAME, lock=lock, queueing_lock=lock, priority=-task.priority)
-        try:
-            await deferrer.defer_async(repo=ref.url, branch=ref.branch, task=task.id, run=run_id)
-        except AlreadyEnqueued:
+        found = jobs.get(task.id, TaskJobs())
+        if found.live:
             done.waiting.append(task.id)
-            continue
-        done.queued.append(task.id)
+        elif found.in_run and not (again and found.ended_without_success):
+            done.ran.append(task.id)
+        elif await _defer(app, run_id, ref, task):
+            done.queued.append(task.id)
+        else:
+            done.waiting.append(task.id)
     return done
 
 
-def ready_at(mirrors: Mirrors, ref: RepoRef, commit: str) -> list[Task]:
-    """The tasks ready at `commit` of the mirror, most urgent first (the archive consulted
-    for dependencies, as a run would); TaskFileError when the commit has no backlog."""
-    backlog = mirrors.read(ref, commit, f"{PREFIX}tasks.jsonl")
-    if backlog is None:
-        raise TaskFileError(f"{ref.url} has no {PREFIX}tasks.jsonl on {ref.branch}")
-    with tempfile.TemporaryDirectory(prefix="goldenloop-backlog-") as tmp:
-        root = Path(tmp)
-        (root / "tasks.jsonl").write_bytes(backlog)
-        for path in mirrors.files(ref, commit, f"{PREFIX}archive/"):
-            target = root / "archive" / Path(path).name
-            target.parent.mkdir(exist_ok=True)
-            target.write_bytes(mirrors.read(ref, commit, path) or b"")
-        return TaskBoard(root / "tasks.jsonl", archive=root / "archive").ready()
+async def _defer(app: App, run_id: str, ref: RepoRef, task: Task) -> bool:
+    """Put one task on the queue; False when the queue holds a waiting job of it already."""
+    lock = job_lock(ref, task.id)
+    deferrer = app.configure_task(TASK_NAME, lock=lock, queueing_lock=lock, priority=-task.priority)
+    try:
+        await deferrer.defer_async(repo=ref.url, branch=ref.branch, task=task.id, run=run_id)
+    except AlreadyEnqueued:
+        return False
+    return True
 
 
-def jobs_of_run(db: Database, run_id: str, ref: RepoRef) -> set[str]:
-    """The tasks of the repository that have or had a job in the run (by its lock: however
-    the URL was spelt)."""
+@dataclass
+class TaskJobs:
+    """One task's jobs as `defer_ready` weighs them."""
+
+    live: bool = False  # a job of it waits or runs, in any run
+    in_run: list[str] = field(default_factory=list)  # the states of its jobs in this run
+
+    @property
+    def ended_without_success(self) -> bool:
+        return bool(self.in_run) and all(state in UNSUCCESSFUL for state in self.in_run)
+
+
+def task_jobs(db: Database, run_id: str, ref: RepoRef) -> dict[str, TaskJobs]:
+    """The repository's tasks that have a live job, or had a job in the run (found by the
+    job's lock: however the URL was spelt)."""
     prefix = job_lock(ref, "").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     rows = db.run(lambda conn: conn.execute(
-        "SELECT args->>'task' FROM procrastinate_jobs WHERE task_name = %s AND args->>'run' = %s AND lock LIKE %s",
-        (TASK_NAME, run_id, prefix + "%")).fetchall())
-    return {row[0] for row in rows}
+        "SELECT args->>'task', args->>'run' = %(run)s, status::text FROM procrastinate_jobs"
+        " WHERE task_name = %(name)s AND lock LIKE %(prefix)s"
+        " AND (args->>'run' = %(run)s OR status::text = ANY(%(live)s))",
+        {"run": run_id, "name": TASK_NAME, "prefix": prefix + "%", "live": list(LIVE)}).fetchall())
+    found: dict[str, TaskJobs] = {}
+    for task_id, here, state in rows:
+        jobs = found.setdefault(task_id, TaskJobs())
+        jobs.live = jobs.live or state in LIVE
+        if here:
+            jobs.in_run.append(state)
+    return found
 
 
-def job_counts(db: Database, run_id: str) -> dict[str, int]:
-    """How many of the run's jobs are in each state (todo, doing, succeeded, failed, ...)."""
+@dataclass(frozen=True)
+class RunJob:
+    """One job of a run, as the queue holds it."""
+
+    id: int
+    state: str
+    repo_key: str
+    task_id: str
+    repo: str = ""
+    branch: str = ""
+
+
+def run_jobs(db: Database, run_id: str) -> list[RunJob]:
+    """Every job of the run, oldest first."""
     rows = db.run(lambda conn: conn.execute(
-        "SELECT status::text, count(*) FROM procrastinate_jobs WHERE task_name = %s AND args->>'run' = %s"
-        " GROUP BY status", (TASK_NAME, run_id)).fetchall())
-    return {status: int(count) for status, count in rows}
+        "SELECT id, status::text, lock, args->>'task', args->>'repo', args->>'branch' FROM procrastinate_jobs"
+        " WHERE task_name = %s AND args->>'run' = %s ORDER BY id", (TASK_NAME, run_id)).fetchall())
+    return [RunJob(int(job_id), state, _key_of(lock or ""), task, repo or "", branch or "")
+            for job_id, state, lock, task, repo, branch in rows]
+
+
+def _key_of(lock: str) -> str:
+    """The repository's key in a job's lock (`goldenloop:<key>:<task>`)."""
+    parts = lock.split(":", 2)
+    return parts[1] if len(parts) == 3 else ""
 
 
 def queue_busy(db: Database) -> bool:

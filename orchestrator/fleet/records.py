@@ -7,13 +7,19 @@ A job run again (its worker died, or was stopped) claims no second slot: a task 
 once against the task count however many times its job starts, as `overnight` counts a
 task when a worker claims it.
 
-An outcome row is written `running` when the job starts and finished when it ends, so a
-row left `running` by a worker that died shows in the report as `lost` once its job has
-been handed to another worker.
+An outcome row is written `running` when the job starts (its task's title is added as
+soon as the worker has read it) and finished when it ends, so a row left `running` by a
+worker that died shows in the report as `lost`, with its title, once its job has been
+handed to another worker.
+
+A run cancelled (`goldenloop fleet cancel`) keeps its rows; a job of it that starts
+anyway ends at its claim, `skipped`. Run ids are goldenloop's own (`new_run_id`): one
+given by a user is checked against that form before it names a file or a query.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -29,6 +35,20 @@ if TYPE_CHECKING:
 RUNNING, SKIPPED, LOST = "running", "skipped", "lost"
 STOPPED = "the job stopped before it ended (its worker died, or lost the database) and ran again"
 DIED = (RUNNING, LOST, "error")  # how an earlier run of a job that did not end cleanly is recorded
+CANCELLED = "the run was cancelled (goldenloop fleet cancel)"
+RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{6}")  # as orchestrator.runlog.new_run_id makes them
+RUN_ID_EXAMPLE = "20261124T220000Z-3fa2c1"
+
+
+class NoRun(LookupError):
+    """No run of that id here, or none that may take more work; `str()` is one sentence."""
+
+
+def check_run_id(run_id: str | None) -> None:
+    """NoRun unless `run_id` (when given) has the form of the ids goldenloop makes: a run id
+    names files (`<run>.html`) and must never lead outside their folder."""
+    if run_id is not None and RUN_ID.fullmatch(run_id) is None:
+        raise NoRun(f"{run_id!r} is not a run id: goldenloop's look like {RUN_ID_EXAMPLE}")
 
 
 @dataclass(frozen=True)
@@ -41,6 +61,7 @@ class Run:
     started_tasks: int
     spent_cost: float
     lost_cost: float  # holds of calls whose worker died, counted as spent
+    cancelled_at: datetime | None = None
 
     def seconds_left(self) -> float | None:
         if self.deadline is None:
@@ -48,7 +69,7 @@ class Run:
         return (self.deadline - datetime.now(UTC)).total_seconds()
 
 
-_RUN_COLUMNS = "id, created_at, max_tasks, max_cost, deadline, started_tasks, spent_cost, lost_cost"
+_RUN_COLUMNS = "id, created_at, max_tasks, max_cost, deadline, started_tasks, spent_cost, lost_cost, cancelled_at"
 
 
 @dataclass
@@ -117,6 +138,55 @@ def get_run(db: Database, run_id: str | None = None) -> Run | None:
     return db.run(lambda conn: _run_row(conn, run_id))
 
 
+def find_run(db: Database, run_id: str | None, *, to_add: bool = False) -> Run:
+    """The run `run_id` (default: the newest); NoRun when there is none, or, `to_add` (work
+    is to be queued into it), when it was cancelled."""
+    check_run_id(run_id)
+    run = get_run(db, run_id)
+    if run is None:
+        raise NoRun(f"no run {run_id} on this queue" if run_id else "no run on this queue yet")
+    if to_add and run.cancelled_at is not None:
+        raise NoRun(f"run {run.id} was cancelled: leave out --run to start a new one")
+    return run
+
+
+def forget_run(db: Database, run_id: str) -> None:
+    """Delete a run that got no job (nothing was queued): it must not become the newest."""
+    db.run(lambda conn: conn.execute("DELETE FROM goldenloop_runs WHERE id = %s", (run_id,)))
+
+
+def cancel_run(db: Database, run_id: str) -> bool:
+    """Mark the run cancelled: no job of it starts a task any more, no task is queued into
+    it. Whether it was cancelled now (False: it already was)."""
+    return db.run(lambda conn: conn.execute(
+        "UPDATE goldenloop_runs SET cancelled_at = now() WHERE id = %s AND cancelled_at IS NULL", (run_id,)
+    ).rowcount) == 1
+
+
+@dataclass(frozen=True)
+class RunRepository:
+    """A repository a run was given: its URL (never with a password), key and base branch."""
+
+    repo: str
+    repo_key: str
+    branch: str
+
+
+def add_repository(db: Database, run_id: str, repository: RunRepository) -> None:
+    db.run(lambda conn: conn.execute(
+        "INSERT INTO goldenloop_run_repositories (run_id, repo_key, repo, branch) VALUES (%s, %s, %s, %s)"
+        " ON CONFLICT (run_id, repo_key) DO NOTHING",
+        (run_id, repository.repo_key, repository.repo, repository.branch)))
+
+
+def repositories(db: Database, run_id: str) -> list[RunRepository]:
+    """The run's repositories, in the order they were given."""
+    rows = db.run(lambda conn: conn.execute(
+        "SELECT repo, repo_key, branch FROM goldenloop_run_repositories WHERE run_id = %s ORDER BY added",
+        (run_id,)).fetchall())
+    return [RunRepository(*row) for row in rows]
+
+
 def _run_row(conn: psycopg.Connection, run_id: str | None, *, lock: bool = False) -> Run | None:
     where = "WHERE id = %s" if run_id is not None else "ORDER BY created_at DESC, id DESC LIMIT 1"
     row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM goldenloop_runs {where}{' FOR UPDATE' if lock else ''}",
@@ -158,6 +228,8 @@ def claim(db: Database, job: Job) -> int | str:
 
 
 def _limit_reached(run: Run, *, counted: bool) -> str | None:
+    if run.cancelled_at is not None:
+        return CANCELLED
     left = run.seconds_left()
     if left is not None and left <= 0:
         return "time budget used up"
@@ -178,6 +250,12 @@ def _skip(conn: psycopg.Connection, job: Job, reason: str) -> str:
     return reason
 
 
+def set_title(db: Database, row_id: int, title: str) -> None:
+    """The task's title on its row as soon as it is known: a row its worker never finishes
+    (`lost`) still names its task."""
+    db.run(lambda conn: conn.execute("UPDATE goldenloop_outcomes SET title = %s WHERE id = %s", (title, row_id)))
+
+
 def record_skip(db: Database, job: Job, reason: str) -> None:
     """A job that ended before its task ran (already closed at the tip, refused, ...)."""
     db.transaction(lambda conn: _skip(conn, job, reason))
@@ -187,16 +265,18 @@ def record_skip(db: Database, job: Job, reason: str) -> None:
 
 
 def finish(db: Database, row_id: int, outcome: TaskOutcome | None, *, status: str | None = None,
-           reason: str | None = None, title: str = "", story: list[str] | None = None) -> None:
-    """Close the job's row with how the task ended (`status`/`reason` win over the outcome's)."""
+           reason: str | None = None, title: str | None = None, story: list[str] | None = None) -> None:
+    """Close the job's row with how the task ended (`status`/`reason` win over the outcome's;
+    `title` None keeps the title the row has)."""
     o = outcome or TaskOutcome("", "interrupted", "")
     m = o.meter
     values: dict[str, Any] = {
         "status": status or o.status, "reason": reason if reason is not None else o.reason,
         "attempts": o.attempts, "reflections": o.reflections, "commits": orjson.dumps(o.commits).decode(),
         "calls": m.calls, "input_tokens": m.input_tokens, "output_tokens": m.output_tokens,
-        "cost": m.cost_usd if m.calls else 0.0, "duration_s": round(o.duration_s, 3), "title": title,
+        "cost": m.cost_usd if m.calls else 0.0, "duration_s": round(o.duration_s, 3),
         "story": orjson.dumps(story or []).decode(), "escalation": str(o.escalation) if o.escalation else None,
+        **({"title": title} if title is not None else {}),
     }
     assignments = ", ".join(f"{k} = %({k})s{'::jsonb' if k in ('commits', 'story') else ''}" for k in values)
     db.run(lambda conn: conn.execute(

@@ -5,7 +5,10 @@ Ours (`goldenloop_*`, versioned by `reflection.postgres.connection.apply_schema`
 - `goldenloop_holds`: the worst case of one model call in flight, reserved from a run's
   budget before the call is made (`orchestrator.fleet.ledger`);
 - `goldenloop_outcomes`: one row per job run: who ran which task, how it ended, what it
-  cost and what it went through; the morning report is written from them.
+  cost and what it went through; the morning report is written from them;
+- `goldenloop_run_repositories` (version 2): the repositories a run was given, so that
+  its report covers each one's backlog, even a repository none of whose tasks ran;
+  `goldenloop_runs.cancelled_at` (version 2): set by `goldenloop fleet cancel`.
 
 Procrastinate's own schema is applied as its package ships it when `procrastinate_jobs`
 does not exist yet, under an advisory lock, so that workers starting together apply it
@@ -71,6 +74,17 @@ MIGRATIONS = [
     );
     CREATE INDEX goldenloop_outcomes_run ON goldenloop_outcomes(run_id, repo_key, task_id);
     CREATE INDEX goldenloop_outcomes_job ON goldenloop_outcomes(job_id);
+    """,
+    """
+    ALTER TABLE goldenloop_runs ADD COLUMN cancelled_at timestamptz;
+    CREATE TABLE goldenloop_run_repositories (
+        run_id text NOT NULL REFERENCES goldenloop_runs(id) ON DELETE CASCADE,
+        repo_key text NOT NULL,
+        repo text NOT NULL,
+        branch text NOT NULL,
+        added bigserial,  -- the order they were given in
+        PRIMARY KEY (run_id, repo_key)
+    );
     """,
 ]
 

@@ -9,8 +9,8 @@
   on twice. A job lost three times fails instead: a task that kills its worker must not
   take the fleet down with it. The same loop sweeps what dead workers of this machine
   left (`orchestrator.fleet.mirror.sweep_dead`).
-- SIGTERM or SIGINT: the task in flight is put back (its tree restored), its job goes
-  back to the queue for another worker, and the process ends with 130.
+- SIGTERM or SIGINT: the task in flight, if any, is put back (its tree restored), its
+  job goes back to the queue for another worker, and the process ends with 130.
 - `--until-empty`: the process ends (0) once no job of the queue waits or runs.
 - When the database goes away (a restart, a failover), Procrastinate's worker stops;
   this one waits for the database and starts it again. A worker told to stop while the
@@ -126,7 +126,8 @@ class Serving:
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:
-                self.worker.say("stopping: the task in flight goes back to the queue")
+                self.worker.say("stopping: the task in flight goes back to the queue" if self.worker.busy
+                                else "stopping: no task was in flight")
                 self.stop(interrupted=True)
 
     async def _until_empty(self) -> None:

@@ -3,23 +3,27 @@
 `FleetWorker.run_job`, step by step:
 
 1. claim a task slot of the run (`orchestrator.fleet.records.claim`): past the deadline,
-   the cost budget or the task count, the job ends there and its row says why;
+   the cost budget or the task count, or in a cancelled run, the job ends there and its
+   row says why;
 2. fetch the repository into this machine's mirror and reset this worker's worktree to
    the remote tip: a fresh tree, whatever an earlier job (or a dead worker) left;
 3. open the worktree as a project (`ProjectSession`, with the worker's model and memory
-   overrides) and check that the task is still ready at the tip (another worker may
-   have closed it, a human may have blocked it);
+   overrides), put the task's title on its row, and check that the task is still ready
+   at the tip (another worker may have closed it, a human may have blocked it);
 4. run the golden loop on it with the fleet's ledger as the run's budget, cancelled at
    the run's deadline or when the worker is told to stop (then the task is put back and
    the job goes back to the queue for another worker);
 5. integrate a closed or blocked task under the repository's fleet-wide lock
    (`orchestrator.fleet.integrate`), then queue the tasks of the repository that became
-   ready, so dependencies are worked through in one run;
-6. record the outcome: its status, cost, commits and the lines of its story for the
-   morning report.
+   ready, so dependencies are worked through in one run (unless it was cancelled);
+6. record the outcome: its status, cost, commits, the lines of its story and its
+   escalation packet's path in the repository, for the morning report, and say how the
+   task ended on the base branch (a task the loop closed may end blocked by a conflict).
 
 A task put back (budget, interrupted, model unavailable) integrates nothing: the next
-run starts it again from the remote tip, as a local rerun would.
+run starts it again from the remote tip, as a local rerun would. A job aborted through
+the queue (`goldenloop fleet cancel --abort`) is cancelled where it stands: the task is
+put back to open in the worktree, nothing is pushed.
 """
 
 from __future__ import annotations
@@ -40,17 +44,18 @@ from orchestrator.fleet.integrate import Integration, IntegrationFailed, integra
 from orchestrator.fleet.ledger import FleetLedger
 from orchestrator.fleet.locks import AdvisoryLocks, repository_key
 from orchestrator.fleet.mirror import GitFailed, Mirrors, RepoRef, WorkerTrees
-from orchestrator.fleet.queue import InfraError, PutBack, defer_ready
+from orchestrator.fleet.queue import InfraError, PutBack, defer_ready, infrastructure
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.runlog import Event, Listener, RunLog
 from orchestrator.session import MemoryUnavailable, Overrides, ProjectSession, UserError
 from orchestrator.tasks import TaskFileError
 from reflection.llm import price_known
 from reflection.meter import Meter
-from reflection.postgres.connection import Database, first_line, safe_url, server_gone
+from reflection.postgres.connection import Database, first_line, safe_url
 
 MODEL_ATTEMPTS = 3  # a model call's tries (the client retries transient errors): a hold lasts for all of them
 PUT_BACK = ("budget", "interrupted", "model_unavailable")
+ABORTED = "the job was aborted (goldenloop fleet cancel --abort); the task was put back to open"
 Say = Callable[[str], None]
 
 
@@ -104,14 +109,15 @@ class FleetWorker:
             self.say(f"{ref.name} {task}: started (job {job.id})")
             return await self._claimed(ref, record, row)
         except Exception as exc:
-            if not _database_gone(exc):
+            if isinstance(exc, InfraError | PutBack) or not infrastructure(exc):
                 await self._abandon(row, "error", f"{type(exc).__name__}: {first_line(exc)}")
                 raise
             self.say(f"{ref.name} {task}: the database went away ({first_line(exc)}); the job will run again")
             await self._abandon(row, "error", f"the database went away: {first_line(exc)}")
             raise InfraError(first_line(exc)) from None
         except BaseException:  # cancelled: the job was aborted through the queue
-            await self._abandon(row, "interrupted", "the job was aborted; the task was put back")
+            self.say(f"{ref.name} {task}: aborted through the queue; the task was put back to open")
+            await self._abandon(row, "interrupted", ABORTED)
             raise
         finally:
             self.busy = False
@@ -165,6 +171,7 @@ class FleetWorker:
 
     async def _in_session(self, session: ProjectSession, ref: RepoRef, record: records.Job, row: int,
                           run: records.Run, tip: str, events: list[Event]) -> str:
+        await anyio.to_thread.run_sync(self._title, session, record.task_id, row)
         done_before = await anyio.to_thread.run_sync(self._done_before, session, record, row)
         if done_before is not None:
             await self._finish(row, ref, record.task_id, done_before)
@@ -184,14 +191,26 @@ class FleetWorker:
                                reason="the worker was stopped; the task went back to the queue", events=events)
             raise
         await anyio.to_thread.run_sync(ledger.flush)
+        loop_status, kept_on = outcome.status, ""
         if outcome.status not in PUT_BACK:
             try:
-                self._apply(outcome, await self._integrate(session, ref, outcome, tip, run.id))
+                result = await self._integrate(session, ref, outcome, tip, run.id)
             except (GitFailed, IntegrationFailed) as exc:
                 await self._finish(row, ref, record.task_id, outcome, status="error", reason=str(exc), events=events)
                 raise InfraError(str(exc)) from None
-        await self._finish(row, ref, record.task_id, outcome, events=events)
+            self._apply(outcome, result)
+            kept_on = result.branch
+        outcome.escalation = _in_repository(outcome.escalation, session.project_dir)
+        await self._finish(row, ref, record.task_id, outcome, events=events, loop_status=loop_status, kept_on=kept_on)
         return outcome.status
+
+    def _title(self, session: ProjectSession, task_id: str, row: int) -> None:
+        """The task's title on its row now: a job whose worker dies still names its task."""
+        try:
+            title = session.board.get(task_id).title
+        except TaskFileError:
+            return
+        records.set_title(self.db, row, title)
 
     def _done_before(self, session: ProjectSession, record: records.Job, row: int) -> TaskOutcome | None:
         """The task as an earlier run of this job left it at the tip, when that run integrated
@@ -263,19 +282,43 @@ class FleetWorker:
             outcome.status, outcome.reason = "dropped", result.reason  # type: ignore[assignment]
 
     async def _finish(self, row: int, ref: RepoRef, task_id: str, outcome: TaskOutcome | None, *,
-                      status: str | None = None, reason: str | None = None, events: list[Event] | None = None) -> None:
+                      status: str | None = None, reason: str | None = None, events: list[Event] | None = None,
+                      loop_status: str = "", kept_on: str = "") -> None:
         runs = stories_of(events or []).get(task_id, [])
         story = runs[-1] if runs else None
         title, lines = (story.title, story.lines) if story else ("", [])
+        if kept_on:
+            lines = [_kept_on(line, kept_on, ref.branch) for line in lines]
         with anyio.CancelScope(shield=True):  # the row is the morning's record: written however the job ends
             await anyio.to_thread.run_sync(lambda: records.finish(self.db, row, outcome, status=status, reason=reason,
-                                                                  title=title, story=lines))
+                                                                  title=title or None, story=lines))
         shown = status or (outcome.status if outcome else "")
         why = reason if reason is not None else (outcome.reason if outcome and outcome.status != "closed" else "")
-        self.say(f"{ref.name} {task_id}: {shown}" + (f": {why}" if why else ""))
+        self.say(f"{ref.name} {task_id}: {_end_state(shown, loop_status, ref.branch)}" + (f": {why}" if why else ""))
 
 
-def _database_gone(exc: BaseException) -> bool:
-    """The database went away under the job (a restart, a failover): psycopg's error, ours,
-    or Procrastinate's wrapping of either."""
-    return any(server_gone(e) for e in (exc, exc.__cause__) if e is not None)
+def _end_state(status: str, loop_status: str, branch: str) -> str:
+    """How the task ended on the base branch; where the integration changed the loop's
+    end (closed here, blocked by a conflict there), both, so the console's earlier
+    "closed" line is not the last word."""
+    if loop_status and loop_status != status:
+        return f"{loop_status} here, but {status} on {branch}"
+    return status
+
+
+def _kept_on(line: str, branch: str, base: str) -> str:
+    """A story's commit line of a task whose commits conflicted: where they are kept."""
+    if line.startswith("committed "):
+        return f"{line} (kept on branch {branch} of the remote, not on {base})"
+    return line
+
+
+def _in_repository(packet: Path | None, tree: Path) -> Path | None:
+    """An escalation packet's path in the repository (as integrated into the base branch),
+    not in this worker's worktree, which is gone when the worker exits."""
+    if packet is None:
+        return None
+    try:
+        return packet.resolve().relative_to(tree.resolve())
+    except ValueError:
+        return packet

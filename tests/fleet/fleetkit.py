@@ -105,14 +105,15 @@ def on_branch(url: str, sha: str, branch: str = "main") -> bool:
 
 
 def start_worker(queue: str | None, workdir: Path, name: str, logs: Path, *extra: str,
-                 env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """`goldenloop worker ... --until-empty`; `queue` None: it comes from the environment."""
+                 env: dict[str, str] | None = None, until_empty: bool = True) -> subprocess.Popen[bytes]:
+    """`goldenloop worker ... --until-empty` (or one that waits for jobs until stopped);
+    `queue` None: it comes from the environment."""
     logs.mkdir(exist_ok=True)
     out = open(logs / f"{name}.log", "wb")  # a file, not a pipe: a full pipe would stall the worker
     where = ["--queue", queue] if queue else []
     # -X faulthandler: a worker that hangs past wait_exit's patience dumps its stacks into its log.
     command = [PY, "-X", "faulthandler", "-m", "orchestrator.cli", "worker", *where, "--workdir", str(workdir),
-               "--name", name, "--until-empty", *extra]
+               "--name", name, *(["--until-empty"] if until_empty else []), *extra]
     return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=workdir.parent,
                             env={**os.environ, **(env or {})})
 

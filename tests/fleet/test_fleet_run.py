@@ -36,6 +36,8 @@ from fleetkit import (
     write_script,
 )
 
+from orchestrator.fleet.liveness import NO_WORKER
+
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 LEASE = "10"  # seconds without a heartbeat before a job goes to another worker: room for a busy machine
@@ -73,6 +75,8 @@ def test_four_workers_work_three_backlogs_once_each_through_a_killed_worker(tmp_
     wait_until(lambda: "gamma.git (main): queued" in night.read_text(), "the backlogs to be queued", [overnight])
     run_id = night.read_text().split()[1]  # "run <id>"
     assert "alpha.git (main): queued 6" in night.read_text()  # all but A-5, which waits for A-1
+    # No worker yet: the follower says so, once, before any worker starts.
+    wait_until(lambda: NO_WORKER in night.read_text(), "the follower to say that no worker runs", [overnight])
 
     logs, workdir = tmp_path / "logs", tmp_path / "machine"
     workers = {f"w{n}": start_worker(pg_url, workdir, f"w{n}", logs, "--lease", LEASE)
@@ -131,9 +135,14 @@ def test_four_workers_work_three_backlogs_once_each_through_a_killed_worker(tmp_
     followed = night.read_text()
     assert f"beta B-4: lost by {victim}" in followed and f"beta B-4: closed by {finisher}" in followed
     assert f"run {run_id}: 20 of 20 task(s) closed, 0 blocked, by 4 worker(s)" in followed
+    assert followed.count(NO_WORKER) == 1
     summary = json.loads((tmp_path / f"{run_id}-summary.json").read_text())
     assert summary["totals"]["tasks"] == 20 and summary["totals"]["closed"] == 20
+    assert summary["totals"]["notClosed"] == 0 and summary["stopReason"] == "backlog empty"
     assert set(summary["totals"]["workers"]) == set(workers)
     assert {Path(r["repository"]).name for r in summary["repositories"]} == {"alpha.git", "beta.git", "gamma.git"}
+    # The page counts tasks (21 job runs: B-4 ran twice), names each run's worker, and the lost run's task.
     page = (tmp_path / f"{run_id}.html").read_text()
-    assert "beta:B-4" in page and "lost" in page
+    assert "20 of 20 task(s) closed, in 21 job run(s)" in page
+    assert f"<td>beta:B-4</td><td>Add beta 4</td><td>{victim}</td><td><span class=tag" in page
+    assert f"<td>beta:B-4</td><td>Add beta 4</td><td>{finisher}</td><td><span class=tag" in page

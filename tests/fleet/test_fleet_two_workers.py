@@ -2,7 +2,9 @@
 
 Run 1: two tasks of one repository change the same line at the same time (their checks
 meet, so each ran before the other integrated). One lands; the other is blocked, its
-commits kept on `goldenloop/<taskId>` on the remote for a human.
+commits kept on `goldenloop/<taskId>` on the remote for a human; a third task, waiting on
+both, never gets a job; a fourth fails its checks until it escalates. The morning report
+says what is left open and why, and where the escalation packet is.
 Run 2: six tasks under a budget that covers only some of their calls. The ledger refuses
 the rest before they are made; what was spent never crosses the budget, and the refused
 tasks stay open on the remote for the next night.
@@ -63,10 +65,13 @@ def night(pg_server, tmp_path_factory) -> dict[str, Any]:
     model = write_script(root / "script.json", [
         reply("T-1", "calc.py", CALC.replace("a - b", "a + b")),
         reply("T-2", "calc.py", CALC.replace("a - b", "b + a")),
+        reply("E-1", "broken.py", "def broken(:\n"),  # never compiles: escalated after its retries
         *[reply(t["id"], f"mod_{n}.py", f"VALUE = {n}\n", usage=COSTLY) for n, t in enumerate(tight_tasks, 1)],
     ])
-    calc = make_remote(root, "calc", [task("T-1", "Fix add"), task("T-2", "Fix add differently", n=1)], model,
-                       check_extra=MEET.format(shared=str(root / "meet")), files={"calc.py": CALC})
+    calc_tasks = [task("T-1", "Fix add"), task("T-2", "Fix add differently", n=1),
+                  task("T-3", "Use add", deps=["T-1", "T-2"], n=2), task("E-1", "Break the build", priority=4, n=3)]
+    calc = make_remote(root, "calc", calc_tasks, model, check_extra=MEET.format(shared=str(root / "meet")),
+                       files={"calc.py": CALC})
     tight = make_remote(root, "tight", tight_tasks, model)
 
     runs = {}
@@ -81,10 +86,13 @@ def night(pg_server, tmp_path_factory) -> dict[str, Any]:
     pg_server.restart()
     codes = wait_exit(workers)
     assert codes == [0, 0], [worker_log(logs, f"w{n}") for n in (1, 2)]
+    for n in (1, 2):  # the restart is said once per worker, and leaves no error behind for its stop
+        log = worker_log(logs, f"w{n}")
+        assert log.count("error connecting in") <= 1 and "listener error" not in log, log
     for run_id, in query(url, "SELECT id FROM goldenloop_runs"):
         (repo,) = {r for r, in query(url, "SELECT repo FROM goldenloop_outcomes WHERE run_id = %s", (run_id,))}
         runs[Path(repo).stem] = run_id
-    return {"url": url, "root": root, "calc": calc, "tight": tight, "runs": runs}
+    return {"url": url, "root": root, "calc": calc, "tight": tight, "runs": runs, "logs": logs}
 
 
 def outcomes_of(night: dict[str, Any], name: str) -> list[tuple]:
@@ -94,6 +102,7 @@ def outcomes_of(night: dict[str, Any], name: str) -> list[tuple]:
 
 def test_two_tasks_changing_one_line_at_once_land_one_and_keep_the_other_on_its_branch(night):
     rows = {task_id: (status, reason) for task_id, status, reason, _ in outcomes_of(night, "calc")}
+    assert rows.pop("E-1")[0] == "blocked"
     assert sorted(status for status, _ in rows.values()) == ["blocked", "closed"]
     winner = next(t for t, (s, _) in rows.items() if s == "closed")
     loser = next(t for t, (s, _) in rows.items() if s == "blocked")
@@ -110,7 +119,40 @@ def test_two_tasks_changing_one_line_at_once_land_one_and_keep_the_other_on_its_
     (sha,) = board[winner]["commits"]
     assert git(bare, "branch", "--contains", sha).split()[-1] == "main"
     assert git(bare, "branch", "--list", "goldenloop/*").split() == [f"goldenloop/{loser}"]
-    assert subjects(night["calc"])[0] == f"{loser}: goldenloop bookkeeping"  # its blocking landed after the winner
+    history = subjects(night["calc"])  # newest first: its blocking landed after the winner
+    assert history.index(f"{loser}: goldenloop bookkeeping") < history.index(f"{winner}: goldenloop bookkeeping")
+    logs = "".join(worker_log(night["logs"], f"w{n}") for n in (1, 2))  # the console ends on the base branch's word
+    assert f"calc {loser}: closed here, but blocked on main: merge conflict" in logs
+
+
+def test_the_morning_report_says_what_is_left_open_and_where_a_human_looks(night):
+    out, run_id = night["root"] / "calc-report", night["runs"]["calc"]
+    assert main(["fleet", "report", run_id, "--queue", night["url"], "--out", str(out),
+                 "--workdir", str(night["root"] / "reporter"), "--json"]) == 0
+    summary = json.loads((out / f"{run_id}-summary.json").read_text())
+    page = (out / f"{run_id}.html").read_text()
+    board, bare = remote_tasks(night["calc"]), Path(night["calc"].removeprefix("file://"))
+    loser = next(t for t in ("T-1", "T-2") if board[t]["status"] == "blocked")
+
+    (calc,) = summary["repositories"]
+    left = {x["taskId"]: x["why"] for x in calc["notClosed"]}
+    assert left["T-3"] == f"waits on {loser} (blocked)"  # it never got a job, and the report says why
+    assert left[loser].startswith("blocked: merge conflict") and left["E-1"].startswith("blocked: ")
+    assert set(left) == {"T-3", loser, "E-1"}
+    assert summary["stopReason"] == "no task left ready: 3 not closed, blocked or waiting on a task that is not closed"
+    assert (summary["totals"]["tasks"], summary["totals"]["closed"], summary["totals"]["notClosed"]) == (3, 1, 3)
+    assert "1 of 3 task(s) closed" in page and "<h2>Not closed at the end</h2>" in page
+    assert f"<td>calc:T-3</td><td>Use add</td><td>open</td><td>waits on {loser} (blocked)</td>" in page
+    assert "<th>worker</th>" in page
+
+    # The escalation packet, where a human finds it: in the repository, as pushed; not in a worker's worktree.
+    packet = ".openagents/escalations/E-1.md"
+    assert git(bare, "show", f"main:{packet}").strip()
+    assert f"escalation packet: {packet} on main of {night['calc']}" in page and "/machine/workers/" not in page
+    assert [t["escalation"] for t in calc["tasks"] if t["taskId"] == "E-1"] == [packet]
+    # The conflicting commits: named where they are kept.
+    kept = git(bare, "rev-parse", f"goldenloop/{loser}").strip()
+    assert f"committed {kept[:10]} (kept on branch goldenloop/{loser} of the remote, not on main)" in page
 
 
 def test_a_tight_budget_across_two_workers_refuses_calls_and_is_never_overspent(night):
@@ -134,7 +176,8 @@ def test_a_tight_budget_across_two_workers_refuses_calls_and_is_never_overspent(
     assert {t: board[t]["status"] for t in closed} == {t: "closed" for t in closed}
     # The morning report says why the night stopped.
     out = night["root"] / "report"
-    assert main(["fleet", "report", night["runs"]["tight"], "--queue", night["url"], "--out", str(out), "--json"]) == 0
+    assert main(["fleet", "report", night["runs"]["tight"], "--queue", night["url"], "--out", str(out),
+                 "--workdir", str(night["root"] / "reporter"), "--json"]) == 0
     summary = json.loads((out / f"{night['runs']['tight']}-summary.json").read_text())
     assert summary["stopReason"].startswith("fleet cost budget: ")
     assert summary["totals"]["closed"] == len(closed) and summary["totals"]["costUsd"] == pytest.approx(spent), summary
