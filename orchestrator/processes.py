@@ -11,6 +11,12 @@ child subreaper (Linux `prctl`), so such an escapee becomes goldenloop's own chi
 its parent exits: it is killed as soon as the command that spawned it ends, and the
 journal records its session while the run lives.
 
+A record can come too late: a kill between a command's start and the journal's write,
+or while an escapee's parent still lives (so it is nobody's child yet). So every command
+of a task also carries the task's mark in its environment (`GOLDENLOOP_TASK`), set
+before its first instruction and inherited by its descendants; the next run kills the
+processes carrying a dead run's mark as well as its recorded sessions.
+
 Linux only (`/proc`, `prctl`); elsewhere these are no-ops and the process group kill remains.
 """
 
@@ -113,4 +119,62 @@ def kill_sessions(sids: Iterable[int]) -> int:
                 continue
     if killed:
         log.info("killed %d process(es) left in sessions %s", killed, sorted(set(sids)))
+    return killed
+
+
+# -- marks: a task's processes known by their environment ------------------------------------
+
+MARK_ENV = "GOLDENLOOP_TASK"
+# The mark of the task whose commands are started in this context (the golden loop sets it).
+process_mark: ContextVar[str | None] = ContextVar("process_mark", default=None)
+
+
+def task_mark(project_dir: Path, task_id: str) -> str:
+    """The mark of a task's commands: its id and its project's folder."""
+    return f"{task_id}@{project_dir.resolve()}"
+
+
+def marked(project_dir: Path, task_id: str | None = None) -> list[int]:
+    """The live processes (never this one or its ancestors) whose environment carries the
+    mark of `task_id`, or of any task when None, in `project_dir`."""
+    prefix = f"{MARK_ENV}=".encode()
+    exact = task_mark(project_dir, task_id).encode() if task_id is not None else None
+    suffix = f"@{project_dir.resolve()}".encode()
+    spared = _ancestry()
+    found = []
+    for entry in PROC.glob("[0-9]*"):
+        if int(entry.name) in spared:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        value = next((v[len(prefix):] for v in environ.split(b"\0") if v.startswith(prefix)), None)
+        if value is not None and (value == exact or (exact is None and value.endswith(suffix))):
+            found.append(int(entry.name))
+    return found
+
+
+def _ancestry() -> set[int]:
+    """This process and its ancestors: a goldenloop run by an agent carries its mark too."""
+    parents = {pid: ppid for pid, ppid, _ in _processes()}
+    chain, pid = set(), os.getpid()
+    while pid > 1 and pid not in chain:
+        chain.add(pid)
+        pid = parents.get(pid, 0)
+    return chain
+
+
+def kill_marked(project_dir: Path, task_id: str | None = None) -> int:
+    """SIGKILL the processes carrying the mark (see `marked`) and their sessions; how many
+    signals were sent (0: none was found)."""
+    pids = marked(project_dir, task_id)
+    sessions = {pid: sid for pid, _, sid in _processes() if pid in pids}
+    killed = kill_sessions(sessions.values())
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except (ProcessLookupError, PermissionError):
+            continue
     return killed

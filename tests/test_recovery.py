@@ -39,12 +39,14 @@ if mode == "overwrite":
     pathlib.Path("README.md").write_text("the agent rewrote this\\n")
 if mode == "delete":
     pathlib.Path("README.md").unlink()
-if mode == "escape" and os.fork() == 0:
+if mode in ("escape", "escape-held") and os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         (state / "escapee").write_text(str(os.getpid()))
         while True:
             time.sleep(0.1)
+    if mode == "escape-held":  # its parent lives on: goldenloop never sees the escapee
+        time.sleep(300)
     os._exit(0)
 (state / "agent").write_text(str(os.getpid()))
 time.sleep(300)
@@ -203,6 +205,26 @@ def test_no_process_of_a_killed_attempt_outlives_the_next_run(git_repo: Path, tm
                 os.kill(pid, signal.SIGKILL)
 
 
+def test_a_process_whose_session_was_never_recorded_is_stopped_by_the_next_run(git_repo: Path,
+                                                                                 tmp_path: Path) -> None:
+    repo, state = agent_project(git_repo, tmp_path, mode="escape-held")
+    first = start(repo)
+    agent = wait_for(state / "agent", first)
+    escapee = wait_for(state / "escapee", first)
+    kill(first)  # the escapee's parent still lives: no record of its session could have been made
+    escaped_session = int(Path(f"/proc/{escapee}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    journal = orjson.loads((repo / ".openagents" / "journal" / "T-1.json").read_bytes())
+    assert escaped_session not in journal["processGroups"] and alive(escapee)
+
+    try:
+        assert do_one_task(repo) == 0
+        assert not alive(agent) and not alive(escapee)  # found by the task's mark in their environment
+    finally:
+        for pid in (agent, escapee, escaped_session):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_a_check_left_running_by_a_kill_during_the_preflight_is_stopped_by_the_next_run(git_repo: Path,
                                                                                        tmp_path: Path) -> None:
     pid_file = tmp_path / "check.pid"
@@ -335,10 +357,11 @@ def test_a_kill_during_a_review_revision_loses_neither_the_tree_nor_the_passing_
     repo = make_project(git_repo, [], config=config)
 
     first = start(repo)
-    wait_for(state / "agent", first)  # the revision is under way
+    reviser = wait_for(state / "agent", first)  # the revision is under way
     kill(first)
 
     assert do_one_task(repo) == 0  # recovered, then run again: the third agent run is clean
+    assert not alive(reviser)  # however soon after its start the kill came
     (sha,) = [line.split()[0] for line in git(repo, "log", "--format=%H %s").splitlines() if line.endswith(" T-1: Fix add")]
     assert git(repo, "show", f"{sha}:calc.py") == FIXED
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""

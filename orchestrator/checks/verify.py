@@ -27,7 +27,15 @@ from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel
 
 from orchestrator.checks.settings import DEFAULT_OUTPUT_CAP, CheckSettings, Kind
-from orchestrator.processes import announce, escaped_pids, kill_escaped, kill_sessions, live_sessions
+from orchestrator.processes import (
+    MARK_ENV,
+    announce,
+    escaped_pids,
+    kill_escaped,
+    kill_sessions,
+    live_sessions,
+    process_mark,
+)
 from reflection.digest import Digest, estimate_tokens, make_digest
 from reflection.schema import FailureType
 
@@ -198,6 +206,9 @@ class _CappedOutput:
 def _command_env(env: Mapping[str, str] | None) -> dict[str, str]:
     merged = dict(os.environ if env is None else env)
     merged["PYTHONUNBUFFERED"] = "1"  # so a killed Python runner has flushed its output
+    mark = process_mark.get()
+    if mark is not None:  # the next run finds the command by it, should this run be killed
+        merged[MARK_ENV] = mark
     return merged
 
 

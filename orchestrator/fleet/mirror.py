@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 from orchestrator.journal import leftover_sessions
 from orchestrator.layout import safe_name
 from orchestrator.loop.project_memory import normal_remote
-from orchestrator.processes import kill_sessions
+from orchestrator.processes import kill_marked, kill_sessions
 from reflection.fileio import file_lock
 from reflection.redact import redact
 
@@ -253,12 +253,15 @@ def _if_dead(home: Path) -> Iterator[bool]:
 
 
 def _stop_leftovers(tree: Path) -> None:
-    """Kill the process sessions the journal of a task in flight in `tree` names."""
+    """Kill the process sessions the journal of a task in flight in `tree` names, and the
+    processes carrying the mark of a task in `tree`."""
     folder = tree / ".openagents" / "journal"
     tasks = {p.stem for p in folder.glob("*.json")} | {p.stem for p in folder.glob("*.sessions")}
     for task_id in sorted(tasks - {"bookkeeping"}):
         if kill_sessions(leftover_sessions(tree, task_id)):
             log.info("stopped the processes a dead worker left running for %s", task_id)
+    if kill_marked(tree):  # any task's, recorded in time or not
+        log.info("stopped the processes a dead worker left running in %s", tree)
 
 
 def _prune_mirrors(mirrors: Mirrors, trees: list[Path]) -> None:

@@ -27,7 +27,7 @@ from orchestrator.loop.remember import (
     remember_task,
 )
 from orchestrator.loop.subtask import SubtaskRun, task_text
-from orchestrator.processes import session_started
+from orchestrator.processes import process_mark, session_started, task_mark
 from orchestrator.tasks import Task
 from reflection.redact import redact
 
@@ -39,6 +39,13 @@ class GoldenLoop:
         self.reflections = 0
 
     async def run_task(self, task: Task) -> TaskOutcome:
+        marking = process_mark.set(task_mark(self.p.project_dir, task.id))  # on every command it starts
+        try:
+            return await self._run_task(task)
+        finally:
+            process_mark.reset(marking)
+
+    async def _run_task(self, task: Task) -> TaskOutcome:
         started = time.monotonic()
         p = self.p
         p.board.claim(task.id)
