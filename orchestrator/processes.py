@@ -23,11 +23,13 @@ Linux only (`/proc`, `prctl`); elsewhere these are no-ops and the process group 
 from __future__ import annotations
 
 import ctypes
+import itertools
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
@@ -83,10 +85,40 @@ def escaped_pids() -> set[int]:
 
 
 def escaped() -> list[tuple[int, int]]:
-    """(pid, session) of this process's children that left their command's session."""
+    """(pid, session) of this process's children that left their command's session (never
+    a command being started, which is a child in a session of its own too)."""
     me, mine = os.getpid(), os.getsid(0)
-    return [(pid, sid) for pid, ppid, sid in _processes()
-            if ppid == me and sid != mine and sid not in live_sessions]
+    found = [(pid, sid) for pid, ppid, sid in _processes() if ppid == me and sid != mine and sid not in live_sessions]
+    return [(pid, sid) for pid, sid in found if not (_starting and _environ(pid, STARTING_ENV) in _starting)]
+
+
+STARTING_ENV = "GOLDENLOOP_COMMAND"
+_starting: set[str] = set()  # the ids of the commands being started, in their environment
+_started = itertools.count(1)
+
+
+@contextmanager
+def starting_command() -> Iterator[dict[str, str]]:
+    """The environment that marks a command as being started until the block ends, by
+    which time it is a live session: another command's end must not kill it meanwhile."""
+    command_id = f"{os.getpid()}-{next(_started)}"
+    _starting.add(command_id)
+    try:
+        yield {STARTING_ENV: command_id}
+    finally:
+        _starting.discard(command_id)
+
+
+def _environ(pid: int, name: str) -> str | None:
+    """The value of `name` in the environment `pid` was started with; None when it has none
+    (or is gone, or not ours to read)."""
+    prefix = f"{name}=".encode()
+    try:
+        environ = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    return next((v[len(prefix):].decode(errors="replace") for v in environ.split(b"\0") if v.startswith(prefix)),
+                None)
 
 
 def kill_escaped(known: set[int] = frozenset()) -> list[int]:
@@ -137,21 +169,14 @@ def task_mark(project_dir: Path, task_id: str) -> str:
 def marked(project_dir: Path, task_id: str | None = None) -> list[int]:
     """The live processes (never this one or its ancestors) whose environment carries the
     mark of `task_id`, or of any task when None, in `project_dir`."""
-    prefix = f"{MARK_ENV}=".encode()
-    exact = task_mark(project_dir, task_id).encode() if task_id is not None else None
-    suffix = f"@{project_dir.resolve()}".encode()
+    exact = task_mark(project_dir, task_id) if task_id is not None else None
+    suffix = f"@{project_dir.resolve()}"
     spared = _ancestry()
     found = []
-    for entry in PROC.glob("[0-9]*"):
-        if int(entry.name) in spared:
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        value = next((v[len(prefix):] for v in environ.split(b"\0") if v.startswith(prefix)), None)
+    for pid in (int(entry.name) for entry in PROC.glob("[0-9]*")):
+        value = None if pid in spared else _environ(pid, MARK_ENV)
         if value is not None and (value == exact or (exact is None and value.endswith(suffix))):
-            found.append(int(entry.name))
+            found.append(pid)
     return found
 
 

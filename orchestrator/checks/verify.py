@@ -35,6 +35,7 @@ from orchestrator.processes import (
     kill_sessions,
     live_sessions,
     process_mark,
+    starting_command,
 )
 from reflection.digest import Digest, estimate_tokens, make_digest
 from reflection.schema import FailureType
@@ -271,6 +272,19 @@ async def _kill_group(process: Process) -> None:
         await process.wait()
 
 
+async def _start(command: str, cwd: Path, env: Mapping[str, str] | None) -> Process:
+    """The shell, leading a session of its own, known as a live session before it is
+    returned: until then its environment marks it as starting, so that another command
+    ending meanwhile does not take it for an escapee of its own and kill it."""
+    with starting_command() as starting:
+        process = await anyio.open_process(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
+                                           env={**_command_env(env), **starting}, start_new_session=True)
+        announce(process.pid)  # the shell leads its own session: its pid is the session id
+        live_sessions.add(process.pid)
+    return process
+
+
 async def run_command(
     command: str,
     cwd: Path,
@@ -290,15 +304,7 @@ async def run_command(
     started_at = time.monotonic()
     strangers = escaped_pids()  # children in sessions of their own that are not this command's
     try:
-        process = await anyio.open_process(
-            ["/bin/sh", "-c", command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=_command_env(env),
-            start_new_session=True,
-        )
+        process = await _start(command, cwd, env)
     except OSError as exc:
         logger.warning("could not start %r in %s: %s", command, cwd, exc)
         return CommandResult(
@@ -309,8 +315,6 @@ async def run_command(
             duration_s=time.monotonic() - started_at,
             started=False,
         )
-    announce(process.pid)  # the shell leads its own session: its pid is the session id
-    live_sessions.add(process.pid)
     sink = _CappedOutput(output_cap_bytes)
     exit_code: int | None = None
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import CommandResult, Verdict, run_command, verify
+from orchestrator.processes import escaped_pids, kill_escaped, starting_command
 from reflection.schema import FailureType
 
 PY = shlex.quote(sys.executable)
@@ -285,3 +288,21 @@ def test_score_and_summary_of_a_partial_failure() -> None:
     )
     assert verdict.score == 0.75
     assert verdict.summary() == "test_failure: 1 failed, 3 passed — `pytest` exited with 1"
+
+
+def test_a_command_being_started_is_never_killed_as_an_escapee_by_another_command_ending() -> None:
+    """Two commands of one process (parallel tasks): when one ends, it kills the children
+    that escaped it; the other, started in the same instant, is a child in a session of its
+    own too and must survive (it once died with exit code -9, one run in six on a busy machine)."""
+    others = escaped_pids()  # this process's other children (a test database, say): not ours to touch
+    with starting_command() as marked:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, **marked},
+                                 start_new_session=True)
+        try:
+            assert kill_escaped(others) == []  # what another command's end does meanwhile
+            assert child.poll() is None
+        finally:
+            started = child.pid
+    assert kill_escaped(others) == [started]  # never announced as a live session: an escapee like any other
+    assert not Path(f"/proc/{started}").exists()  # killed and reaped
+    child.returncode = -signal.SIGKILL  # reaped by kill_escaped, not by Popen
