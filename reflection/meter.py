@@ -63,5 +63,10 @@ class Meter:
             "calls": self.calls,
             "inputTokens": self.input_tokens,
             "outputTokens": self.output_tokens,
-            "costUsd": self.cost_usd if self.calls else 0.0,
+            "costUsd": _no_noise(self.cost_usd) if self.calls else 0.0,
         }
+
+
+def _no_noise(cost: float | None) -> float | None:
+    """A sum of prices without the float noise (0.020000000000000004): nano-dollars are plenty."""
+    return None if cost is None else round(cost, 9)

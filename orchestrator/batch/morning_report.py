@@ -94,6 +94,10 @@ def _story_line(e: Event) -> str | None:
     kind = e["event"]
     if kind == "verdict":
         return f"attempt {e.get('attempt')}: {'PASS' if e.get('passed') else 'FAIL'} {e.get('summary', '')}"
+    if kind == "repeat":  # no checks ran: without this line the attempt would be missing from the story
+        return f"attempt {e.get('attempt')}: the same code as attempt {e.get('sameAs')}, {e.get('action')}"
+    if kind == "edit_failed":
+        return f"attempt {e.get('attempt')}: its reply could not be applied as an edit: {e.get('error')}"
     if kind == "reflection":
         return f"reflection ({e.get('source')}): {e.get('analysis')} Next: {e.get('suggestion')}"
     if kind == "reviewed":

@@ -94,6 +94,9 @@ def _guarded(command: str, json_mode: bool, work: Callable[[], int]) -> int:
     except PostgresUnavailable as exc:
         say(f"{command}: {exc}", json_mode, level="error", exitCode=EXIT_USAGE)
         return EXIT_USAGE
+    except BrokenPipeError:  # `fleet status | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_DONE
     except ImportError as exc:  # the postgres extra is not installed
         if (exc.name or "").split(".")[0] not in ("procrastinate", "psycopg", "psycopg_pool"):
             raise
@@ -197,6 +200,9 @@ async def _enqueue(args: argparse.Namespace):  # noqa: ANN202 - Enqueued, import
 
     url = queue_url(args)
     check_run_id(args.run)  # before anything is cloned
+    if args.run and (args.max_tasks, args.max_hours, args.max_cost) != (None, None, None):
+        say(f"the limits given are not used: run {args.run} keeps the limits it was started with", args.json,
+            level="warning")
     db = await anyio.to_thread.run_sync(_database, url)
     limits = Limits(args.max_tasks, args.max_hours, args.max_cost)
     try:

@@ -51,7 +51,7 @@ def live_workers(db: Database, silent_s: float = SILENT_S) -> list[LiveWorker]:
 def describe(workers: list[LiveWorker]) -> str:
     """One line: how many workers are alive and what they run."""
     if not workers:
-        return f"workers: none alive (no heartbeat in the last {SILENT_S / 60:g} minutes)"
+        return f"workers: none running (none registered with a heartbeat in the last {SILENT_S / 60:g} minutes)"
     busy = [f"{w.name or f'worker {w.id}'} runs {w.repo_key.rsplit('-', 1)[0]} {w.task_id}"
             for w in workers if w.task_id]
     idle = len(workers) - len(busy)

@@ -72,7 +72,8 @@ class FleetReport:
     def left_open(self) -> int:
         return sum(len(b.left) for b in self.backlogs or [])
 
-    def stop_reason(self) -> str:
+    def stop_reason(self, repo_key: str | None = None) -> str:
+        """Why the run stopped; with `repo_key`, the backlog's words are that repository's."""
         if self.run.cancelled_at is not None:
             return CANCELLED
         if not self.finished:
@@ -84,7 +85,7 @@ class FleetReport:
         failed = self.jobs.get("failed", 0)
         if failed:
             return f"{failed} job(s) failed; see the workers' output"
-        left = [x for b in self.backlogs or [] for x in b.left]
+        left = [x for b in self.backlogs or [] if repo_key in (None, b.repo_key) for x in b.left]
         if any(x.why.startswith("never reached") for x in left):
             return "tasks were left ready that no job ran; see the tasks not closed"
         if left:
@@ -146,7 +147,8 @@ class FleetReport:
 
     def _repository(self, key: str, rows: list[OutcomeRow]) -> dict[str, Any]:
         where = self._where(key, rows)
-        report = RepoReport(Path(_name(key)), self.run.id, [_outcome(r) for r in rows], stop_reason=self.stop_reason())
+        report = RepoReport(Path(_name(key)), self.run.id, [_outcome(r) for r in rows],
+                            stop_reason=self.stop_reason(key))
         block = report.summary()
         block["projectDir"] = block["repository"] = where.repo  # the URL: a fleet's repositories are on no one disk
         block["branch"] = where.branch

@@ -42,15 +42,15 @@ def enqueued(done: Enqueued, json_mode: bool, *, new_run: bool) -> None:
                 else "no ready task in any repository") + ("; no run was created" if new_run else ""))
 
 
-def row(r: OutcomeRow, json_mode: bool) -> None:
+def row(r: OutcomeRow, json_mode: bool, indent: str = "") -> None:
     """One job run's end."""
     if json_mode:
         JsonLines()({"event": "job_ended", "repository": r.repo, "taskId": r.task_id, "status": r.status,
-                     "reason": r.reason, "worker": r.worker, "costUsd": r.cost, "durationS": r.duration_s})
+                     "reason": r.reason, "worker": r.worker, "costUsd": None if r.cost is None else round(r.cost, 9), "durationS": r.duration_s})
         return
     cost = "unknown" if r.cost is None else f"${r.cost:.4f}"
     why = f": {r.reason}" if r.status != "closed" and r.reason else ""
-    _print(f"{r.repo_key.rsplit('-', 1)[0]} {r.task_id}: {r.status} by {r.worker} ({r.attempts} attempt(s), {cost}, "
+    _print(f"{indent}{r.repo_key.rsplit('-', 1)[0]} {r.task_id}: {r.status} by {r.worker} ({r.attempts} attempt(s), {cost}, "
            f"{r.duration_s:.1f} s){why}")
 
 
@@ -89,7 +89,7 @@ def status(fleet: FleetReport, workers: list[LiveWorker], json_mode: bool) -> No
     _print(f"  spent {spent}; tasks started {run.started_tasks}; closed {t['closed']}, blocked {t['blocked']}")
     _print(f"  {describe(workers)}")
     for r in fleet.rows[-10:]:
-        row(r, False)
+        row(r, False, indent="  ")
     if not fleet.finished:
         _print("  still running")
     if unattended(fleet.jobs, workers):

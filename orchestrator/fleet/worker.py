@@ -183,12 +183,20 @@ class FleetWorker:
             return records.SKIPPED
         ledger = FleetLedger(self.db, run.id, session.run_meter, max_cost=run.max_cost, worker=self.name,
                              hold_s=session.config.timeouts.model_seconds * MODEL_ATTEMPTS, row_id=row)
+        started = time.monotonic()
         try:
             outcome = await self._run_task(session, record.task_id, ledger, run)
         except PutBack:
             await anyio.to_thread.run_sync(ledger.flush)
-            await self._finish(row, ref, record.task_id, None, status="interrupted",
-                               reason="the worker was stopped; the task went back to the queue", events=events)
+            await self._finish(row, ref, record.task_id, _cut_short(session, record.task_id, events, started),
+                               status="interrupted", reason="the worker was stopped; the task went back to the queue",
+                               events=events)
+            raise
+        except anyio.get_cancelled_exc_class():  # aborted through the queue: what it spent still counts
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(ledger.flush)
+                await self._finish(row, ref, record.task_id, _cut_short(session, record.task_id, events, started),
+                                   status="interrupted", reason=ABORTED, events=events)
             raise
         await anyio.to_thread.run_sync(ledger.flush)
         loop_status, kept_on = outcome.status, ""
@@ -198,6 +206,7 @@ class FleetWorker:
             except (GitFailed, IntegrationFailed) as exc:
                 await self._finish(row, ref, record.task_id, outcome, status="error", reason=str(exc), events=events)
                 raise InfraError(str(exc)) from None
+            events = _rebased(events, outcome.commits, result)
             self._apply(outcome, result)
             kept_on = result.branch
         outcome.escalation = _in_repository(outcome.escalation, session.project_dir)
@@ -295,6 +304,22 @@ class FleetWorker:
         shown = status or (outcome.status if outcome else "")
         why = reason if reason is not None else (outcome.reason if outcome and outcome.status != "closed" else "")
         self.say(f"{ref.name} {task_id}: {_end_state(shown, loop_status, ref.branch)}" + (f": {why}" if why else ""))
+
+
+def _cut_short(session: ProjectSession, task_id: str, events: list[Event], started: float) -> TaskOutcome:
+    """A task stopped where it stood: its attempts, calls and time so far, for its row."""
+    attempts = sum(e.get("event") == "attempt_started" and e.get("taskId") == task_id for e in events)
+    return TaskOutcome(task_id, "interrupted", "", attempts=attempts, meter=session.run_meter,
+                       duration_s=time.monotonic() - started)
+
+
+def _rebased(events: list[Event], made: list[str], result: Integration) -> list[Event]:
+    """The run's events with the task's commits named as the integration rebased them onto
+    the base branch: the commits made in the worktree are on no branch of the remote."""
+    if result.status != "integrated" or len(made) != len(result.commits):
+        return events
+    moved = dict(zip(made, result.commits, strict=True))
+    return [{**e, "sha": moved[e["sha"]]} if e.get("sha") in moved else e for e in events]
 
 
 def _end_state(status: str, loop_status: str, branch: str) -> str:

@@ -10,6 +10,7 @@ import signal
 
 import pytest
 from fleetkit import (
+    CALL_COST,
     SLOW_CHECK,
     alive,
     kill_group,
@@ -214,6 +215,10 @@ def test_sigterm_puts_the_task_in_flight_back_and_a_cancel_with_abort_stops_it_t
     assert not alive(check)
     assert query(pg_url, "SELECT status, reason FROM goldenloop_outcomes ORDER BY id")[1] == (
         "interrupted", "the job was aborted (goldenloop fleet cancel --abort); the task was put back to open")
+    # Both runs cut short made their model call: it is on their rows and in the run's spending, budget or not.
+    assert query(pg_url, "SELECT attempts, calls FROM goldenloop_outcomes ORDER BY id") == [(1, 1), (1, 1)]
+    (spent,), = query(pg_url, "SELECT spent_cost FROM goldenloop_runs")
+    assert spent == pytest.approx(2 * CALL_COST)
     assert remote_tasks(remote)["S-1"]["status"] == "open" and subjects(remote) == ["project under test", "initial"]
     assert main(["enqueue", "--queue", pg_url, "--workdir", str(tmp_path / "wd"), remote, "--run", run_id]) == 1
     assert err_of(capsys).strip() == f"enqueue: run {run_id} was cancelled: leave out --run to start a new one"

@@ -11,6 +11,7 @@ started the way a user starts them.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -35,6 +36,7 @@ from fleetkit import (
     worker_log,
     write_script,
 )
+from projects import git
 
 from orchestrator.fleet.liveness import NO_WORKER
 
@@ -146,3 +148,8 @@ def test_four_workers_work_three_backlogs_once_each_through_a_killed_worker(tmp_
     assert "20 of 20 task(s) closed, in 21 job run(s)" in page
     assert f"<td>beta:B-4</td><td>Add beta 4</td><td>{victim}</td><td><span class=tag" in page
     assert f"<td>beta:B-4</td><td>Add beta 4</td><td>{finisher}</td><td><span class=tag" in page
+    # Each story names its commit as the remote has it: rebased onto main, not as its worktree made it.
+    named = re.findall(r"committed ([0-9a-f]{10})", page)
+    on_main = {sha[:10] for remote in remotes.values() for sha in git(remote.removeprefix("file://"), "rev-list",
+                                                                      "main").split()}
+    assert len(named) == 20 and set(named) <= on_main, set(named) - on_main
