@@ -46,8 +46,23 @@ class Backend:
             store.close()
 
 
-@pytest.fixture(params=["memory", "jsonl", pytest.param("postgresql", marks=pytest.mark.postgres)])
+WRITTEN = ["jsonl", pytest.param("postgresql", marks=pytest.mark.postgres)]  # they keep records as written
+
+
+@pytest.fixture(params=["memory", *WRITTEN])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield from _opened(request, tmp_path)
+
+
+@pytest.fixture(params=WRITTEN)
+def written_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The backends that keep a record as it was written, so another tool (or an older
+    goldenloop) may have left one that no longer validates: not the in-memory store,
+    which holds validated objects only."""
+    yield from _opened(request, tmp_path)
+
+
+def _opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
     chosen = Backend(request.param, tmp_path / "memory", url)
     yield chosen

@@ -110,10 +110,9 @@ def test_empty_until_something_is_stored_and_never_again(store: ReflectionStore)
 
 
 def test_a_record_with_values_that_fail_validation_is_skipped_and_reported_once(
-    backend: Backend, store: ReflectionStore, caplog: pytest.LogCaptureFixture
+    written_backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if backend.name == "memory":
-        pytest.skip("the in-memory store holds validated objects only")
+    store = written_backend.open()
     bad = attempt(number=1).to_dict() | {"confidence": 7}
     store.append(attempt(number=2))
     store.add_raw([(bad, False)])  # as another tool, or an older goldenloop, wrote it
