@@ -93,8 +93,6 @@ def _add_shared(parser: argparse.ArgumentParser) -> None:
     )
 
 
-
-
 def overnight_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="overnight",
@@ -181,8 +179,6 @@ def worker_parser() -> argparse.ArgumentParser:
     return parser
 
 
-
-
 def enqueue_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="goldenloop enqueue",
@@ -198,8 +194,6 @@ def enqueue_parser() -> argparse.ArgumentParser:
                         help="where this machine keeps its clones (default ~/.cache/goldenloop/fleet)")
     parser.add_argument("--json", action="store_true", help="print JSON lines")
     return parser
-
-
 
 
 def fleet_parser() -> argparse.ArgumentParser:
@@ -223,8 +217,6 @@ def fleet_parser() -> argparse.ArgumentParser:
     cancel.add_argument("--abort", action="store_true", help="stop its running jobs too (their tasks are put back "
                         "to open, nothing of them is pushed)")
     return parser
-
-
 
 
 def memory_parser() -> argparse.ArgumentParser:
@@ -268,8 +260,6 @@ def memory_parser() -> argparse.ArgumentParser:
     return parser
 
 
-
-
 def history_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="goldenloop history",
@@ -284,8 +274,6 @@ def history_parser() -> argparse.ArgumentParser:
                         help="print attempt N's tree as a patch against its base (for git apply)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
-
-
 
 
 def serve_parser() -> argparse.ArgumentParser:
@@ -304,8 +292,6 @@ def serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-body", type=_number(int, 1), default=1 << 20, metavar="BYTES",
                         help="largest request body accepted (default 1 MiB)")
     return parser
-
-
 
 
 BACKLOG_EXIT_CODES = "exit codes: 0 done, 1 not found or refused, 2 usage, 4 a run holds the repository"

@@ -85,8 +85,6 @@ _CHUNK = 4 << 20  # bytes per read while scanning; lines longer than this still 
 _RAW_BATCH = 1000  # records per write when copying a memory in (add_raw)
 
 
-
-
 @runtime_checkable
 class ReflectionStore(Protocol):
     """Episodic memory of reflections: what every backend (in memory, JSONL files,
