@@ -71,11 +71,9 @@ def queue_url(args: argparse.Namespace, *, scrub: bool = False) -> str:
 def _database(url: str):  # noqa: ANN202 - Database, imported late with psycopg
     """The fleet's database, reached once now: a wrong URL is said at once, not after the
     half minute a connection waits for a server that went away."""
-    from orchestrator.fleet.schema import open_database, prepare
+    from orchestrator.fleet.schema import open_database
 
-    with connect(url) as conn:
-        prepare(conn)
-    return open_database(url)
+    return open_database(url).open_now()
 
 
 def _no_run(exc: Exception) -> bool:

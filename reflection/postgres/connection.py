@@ -143,6 +143,13 @@ class Database:
 
         return self.run(in_transaction)
 
+    def open_now(self) -> Database:
+        """Connect and set up at once, keeping the connection for the work to come: a wrong
+        URL or schema is said now, and not after the wait `run` gives a restarting server."""
+        with self._mutex:
+            self._connection()
+        return self
+
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._drop()

@@ -46,7 +46,6 @@ from reflection.postgres.connection import (
     Database,
     PostgresUnavailable,
     apply_schema,
-    connect,
     first_line,
     psycopg_module,
     safe_url,
@@ -162,14 +161,10 @@ def memory_database(url: str) -> Database:
     """A `Database` whose connections have the memory's tables, checked now: a server that
     cannot be reached or a schema from a newer goldenloop is a PostgresUnavailable here,
     when a run or command opens its memory, not in the middle of a task."""
-    probe = connect(url)
     try:
-        prepare(probe)
+        return Database(url, setup=prepare).open_now()
     except psycopg_module().Error as exc:
         raise PostgresUnavailable(f"cannot set up the memory tables at {safe_url(url)}: {first_line(exc)}") from None
-    finally:
-        probe.close()
-    return Database(url, setup=prepare)
 
 
 def prepare(conn: psycopg.Connection) -> None:
