@@ -29,6 +29,7 @@ from pathlib import Path
 import orjson
 
 from orchestrator.layout import Layout
+from orchestrator.processes import kill_marked, kill_sessions
 from reflection.fileio import atomic_write
 
 SLACK_S = 1.0  # a write this long after the last heartbeat may still be the dead run's
@@ -218,3 +219,13 @@ def leftover_sessions(project_dir: Path, task_id: str) -> list[int]:
     except (OSError, ValueError):
         early = []
     return sids + [sid for sid in early if isinstance(sid, int)] if isinstance(early, list) else sids
+
+
+def stop_leftovers(project_dir: Path, task_id: str | None = None) -> int:
+    """Kill what a killed run of `task_id` (None: of any task) in `project_dir` left running:
+    the sessions its records name and the processes carrying its mark; how many signals."""
+    folder = Layout(project_dir).journals
+    tasks = [task_id] if task_id is not None else sorted(
+        ({p.stem for p in folder.glob("*.json")} | {p.stem for p in folder.glob("*.sessions")}) - {"bookkeeping"})
+    recorded = [sid for task in tasks for sid in leftover_sessions(project_dir, task)]
+    return kill_sessions(recorded) + kill_marked(project_dir, task_id)

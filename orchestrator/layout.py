@@ -88,11 +88,15 @@ class Layout:
         return self.root / "escalations"
 
     @property
+    def journals(self) -> Path:
+        return self.root / "journal"
+
+    @property
     def bookkeeping_marker(self) -> Path:
-        return self.root / "journal" / "bookkeeping.json"  # a bookkeeping commit in progress
+        return self.journals / "bookkeeping.json"  # a bookkeeping commit in progress
 
     def journal(self, task_id: str) -> Path:
-        return self.root / "journal" / f"{safe_name(task_id)}.json"
+        return self.journals / f"{safe_name(task_id)}.json"
 
     def plan(self, task_id: str) -> Path:
         return self.root / "subtasks" / f"{safe_name(task_id)}.json"

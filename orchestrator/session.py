@@ -33,7 +33,7 @@ from orchestrator.config import (
     url_problem,
 )
 from orchestrator.executors.base import Executor
-from orchestrator.journal import Journal, early_sessions_path, leftover_sessions
+from orchestrator.journal import Journal, early_sessions_path, stop_leftovers
 from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
 from orchestrator.loop.decompose import is_small
@@ -43,7 +43,7 @@ from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import Subtask, SubtaskPlan
 from orchestrator.loop.project_memory import ProjectMemory, open_project_memory
 from orchestrator.metering import MeteredModel
-from orchestrator.processes import become_subreaper, kill_marked, kill_sessions
+from orchestrator.processes import become_subreaper
 from orchestrator.repo import OPENAGENTS, Repo, RepoError
 from orchestrator.runlog import RunLog
 from orchestrator.task_archive import archive_closed_tasks
@@ -229,7 +229,7 @@ class ProjectSession:
         """Kill whatever a killed run's checks or attempt left running (their sessions are
         in the journal)."""
         for task in self._in_progress():
-            if kill_sessions(leftover_sessions(self.project_dir, task.id)) + kill_marked(self.project_dir, task.id):
+            if stop_leftovers(self.project_dir, task.id):
                 self.notices.append(f"stopped the processes a killed run of {task.id} left running")
             early_sessions_path(self.project_dir, task.id).unlink(missing_ok=True)  # stopped: nothing left to learn
 
@@ -380,9 +380,7 @@ class ProjectSession:
         path = Layout(self.project_dir).plan(task.id)
         plan = SubtaskPlan.load(path)
         journal = Journal.load(self.project_dir, task.id)
-        if journal is not None:
-            kill_sessions(journal.process_groups)
-        kill_marked(self.project_dir, task.id)
+        stop_leftovers(self.project_dir, task.id)
         for subtask in plan.subtasks if plan else []:
             if subtask.status != "in_progress" or subtask.base_commit is None:
                 continue

@@ -404,6 +404,12 @@ def _unblocked(task: Task, closed: set[str] | frozenset[str]) -> bool:
     return all(dep.id in closed for dep in task.deps if dep.type in _GATING_DEPS)
 
 
+def waiting_on(task: Task, closed: set[str], statuses: dict[str, str]) -> list[str]:
+    """The dependencies that hold `task` back (not closed), each as `T-6 (blocked)`."""
+    return [f"{d.id} ({statuses.get(d.id, 'unknown id')})" for d in task.deps
+            if d.type in _GATING_DEPS and d.id not in closed]
+
+
 def _ready_order(task: Task) -> tuple[int, bool, datetime, str]:
     created = task.created_at
     if created is not None and created.tzinfo is None:

@@ -17,11 +17,10 @@ from typing import Any
 import orjson
 
 from orchestrator.layout import Layout, find_project, safe_name
-from orchestrator.tasks import Task, TaskBoard, TaskFileError
+from orchestrator.tasks import Task, TaskBoard, TaskFileError, waiting_on
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 4
 RECENT_CLOSED = 5  # closed tasks `list` shows without --all
-_GATING = frozenset({"blocks", "parent-child"})  # as in tasks.py: deps that hold a task back
 
 
 class BacklogError(Exception):
@@ -143,9 +142,7 @@ def _list(args: argparse.Namespace, project: Path) -> int:
 def _why_blocked(task: Task, closed: set[str], statuses: dict[str, str]) -> str:
     if task.status == "blocked":
         return task.close_reason or "blocked (no reason recorded)"
-    waiting = [f"{d.id} ({statuses.get(d.id, 'unknown id')})" for d in task.deps
-               if d.type in _GATING and d.id not in closed]
-    return "waits on " + ", ".join(waiting)
+    return "waits on " + ", ".join(waiting_on(task, closed, statuses))
 
 
 # -- show ---------------------------------------------------------------------------------

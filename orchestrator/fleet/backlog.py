@@ -24,13 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.fleet.mirror import GitFailed, Mirrors, RepoRef
-from orchestrator.fleet.queue import RunJob
+from orchestrator.fleet.queue import LIVE, RunJob
 from orchestrator.fleet.records import LOST, OutcomeRow, RunRepository
 from orchestrator.layout import PREFIX
-from orchestrator.tasks import Task, TaskBoard, TaskFileError
+from orchestrator.tasks import Task, TaskBoard, TaskFileError, waiting_on
 
-GATING = frozenset({"blocks", "parent-child"})  # as in tasks.py: the deps that hold a task back
-LIVE = ("todo", "doing")
 PUT_BACK = {"budget": "left open by the budget", "interrupted": "put back",
             "model_unavailable": "put back (the model was unavailable)", "skipped": "not started",
             "lost": "its job did not end", "error": "its job did not end", "refused": "refused"}
@@ -91,8 +89,7 @@ def left_open(board: TaskBoard, runs: dict[str, RunOfTask]) -> list[LeftOpen]:
 def why_open(task: Task, statuses: dict[str, str], closed: set[str], run: RunOfTask) -> str:
     if task.status == "blocked":
         return f"blocked: {task.close_reason or 'no reason recorded'}"
-    waiting = [f"{d.id} ({statuses.get(d.id, 'unknown id')})" for d in task.deps
-               if d.type in GATING and d.id not in closed]
+    waiting = waiting_on(task, closed, statuses)
     if waiting:
         return "waits on " + ", ".join(waiting)
     if run.job in LIVE:
@@ -125,8 +122,7 @@ def read_backlog(mirrors: Mirrors, ref: RepoRef, runs: dict[str, RunOfTask]) -> 
     """The repository's tasks left open at its remote tip (fetched now); a backlog that cannot
     be fetched or read says why instead, so a report is written all the same."""
     try:
-        mirrors.fetch(ref)
-        with board_at(mirrors, ref, mirrors.tip(ref)) as board:
+        with board_at(mirrors, ref, mirrors.fetch_tip(ref)) as board:
             titles = {t.id: t.title for t in board.tasks()}
             return Backlog(ref.url, ref.key, ref.branch, left_open(board, runs), titles=titles)
     except (GitFailed, TaskFileError) as exc:

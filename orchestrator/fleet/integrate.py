@@ -27,7 +27,6 @@ integrations at once could not lose a commit.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -36,7 +35,7 @@ import orjson
 
 from orchestrator.batch.worktree import BRANCH_PREFIX
 from orchestrator.fleet.bookkeeping import TASKS, merge_file
-from orchestrator.fleet.mirror import NETWORK_TIMEOUT_S, GitFailed, Mirrors, RepoRef, failure, git, run_git
+from orchestrator.fleet.mirror import NETWORK_TIMEOUT_S, GitFailed, Mirrors, RepoRef, blob, failure, git, run_git
 from orchestrator.layout import PREFIX, safe_name
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.session import ProjectSession
@@ -77,7 +76,7 @@ def integrate(session: ProjectSession, ref: RepoRef, mirrors: Mirrors, outcome: 
     tree = session.project_dir
     work = put_aside(tree, start)
     for _ in range(PUSH_TRIES):
-        tip = fetch_tip(mirrors, ref)
+        tip = mirrors.fetch_tip(ref)
         status = status_at(mirrors, ref, tip, outcome.task_id)
         if status not in OPEN:
             git(tree, "reset", "--quiet", "--hard", tip)
@@ -91,7 +90,7 @@ def integrate(session: ProjectSession, ref: RepoRef, mirrors: Mirrors, outcome: 
 
 def put_aside(tree: Path, start: str) -> Work:
     """Read the task's bookkeeping changes into memory and put the tree back to HEAD."""
-    saved = {p: (_show(tree, start, p), _read(tree / p)) for p in _bookkeeping_paths(tree)}
+    saved = {p: (blob(tree, start, p), _read(tree / p)) for p in _bookkeeping_paths(tree)}
     git(tree, "reset", "--quiet", "--hard")
     for path, (_, ours) in saved.items():
         if ours is not None:
@@ -105,21 +104,11 @@ def _bookkeeping_paths(tree: Path) -> list[str]:
     return [p for p in paths if not p.endswith(RUNTIME) and not p.startswith(MEMORY_CACHES)]
 
 
-def _show(tree: Path, commit: str, path: str) -> bytes | None:
-    done = subprocess.run(["git", "cat-file", "blob", f"{commit}:{path}"], cwd=tree, capture_output=True)
-    return done.stdout if done.returncode == 0 else None
-
-
 def _read(path: Path) -> bytes | None:
     try:
         return path.read_bytes()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
-
-
-def fetch_tip(mirrors: Mirrors, ref: RepoRef) -> str:
-    mirrors.fetch(ref)
-    return mirrors.tip(ref)
 
 
 def status_at(mirrors: Mirrors, ref: RepoRef, commit: str, task_id: str) -> str:
@@ -151,7 +140,8 @@ def _onto(session: ProjectSession, ref: RepoRef, mirrors: Mirrors, outcome: Task
     _write_merged(tree, work, mirrors, ref, tip)
     if rebased:
         task = session.board.get(outcome.task_id)
-        old = [c for c in task.commits if c not in set(git(tree, "rev-list", f"{work.start}..{work.head}").split())]
+        made = set(git(tree, "rev-list", f"{work.start}..{work.head}").split())
+        old = [c for c in task.commits if c not in made]
         session.board.update(outcome.task_id, commits=[*old, *rebased])
     session.commit_bookkeeping(outcome.task_id)
     return Integration("integrated", commits=rebased)

@@ -35,15 +35,15 @@ class LiveWorker:
                 "repoKey": self.repo_key or None, "taskId": self.task_id or None}
 
 
-def live_workers(db: Database, silent_s: float = SILENT_S) -> list[LiveWorker]:
-    """The workers whose last heartbeat is at most `silent_s` old, with their running job."""
+def live_workers(db: Database) -> list[LiveWorker]:
+    """The workers whose last heartbeat is at most SILENT_S old, with their running job."""
     rows = db.run(lambda conn: conn.execute(
         "SELECT w.id, extract(epoch FROM now() - w.last_heartbeat)::float8, o.worker, o.repo_key, j.args->>'task'"
         " FROM procrastinate_workers w"
         " LEFT JOIN procrastinate_jobs j ON j.worker_id = w.id AND j.status = 'doing'"
         " LEFT JOIN goldenloop_outcomes o ON o.job_id = j.id AND o.status = 'running'"
         " WHERE w.last_heartbeat > now() - make_interval(secs => %s) ORDER BY w.id",
-        (silent_s,)).fetchall())
+        (SILENT_S,)).fetchall())
     return [LiveWorker(int(wid), max(float(age), 0.0), name or "", key or "", task or "")
             for wid, age, name, key, task in rows]
 

@@ -36,10 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orchestrator.journal import leftover_sessions
+from orchestrator.journal import stop_leftovers
 from orchestrator.layout import safe_name
 from orchestrator.loop.project_memory import normal_remote
-from orchestrator.processes import kill_marked, kill_sessions
 from reflection.fileio import file_lock
 from reflection.redact import redact
 
@@ -70,6 +69,17 @@ def run_git(cwd: Path, *args: str, timeout: float = LOCAL_TIMEOUT_S) -> subproce
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise GitFailed(f"git {args[0]} did not finish within {timeout:.0f} s") from None
+
+
+def blob(cwd: Path, commit: str, path: str) -> bytes | None:
+    """A file's bytes at `commit` of the repository at `cwd` (a worktree reads its mirror's
+    objects); None when it is not there."""
+    try:
+        done = subprocess.run(["git", "cat-file", "blob", f"{commit}:{path}"], cwd=cwd, capture_output=True,
+                              timeout=LOCAL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise GitFailed(f"git cat-file did not finish within {LOCAL_TIMEOUT_S:.0f} s") from None
+    return done.stdout if done.returncode == 0 else None
 
 
 def failure(command: str, done: subprocess.CompletedProcess[str]) -> str:
@@ -161,9 +171,12 @@ class Mirrors:
 
     def read(self, ref: RepoRef, commit: str, path: str) -> bytes | None:
         """A file's bytes at `commit`; None when it is not there."""
-        done = subprocess.run(["git", "cat-file", "blob", f"{commit}:{path}"], cwd=self.path(ref),
-                              capture_output=True, timeout=LOCAL_TIMEOUT_S)
-        return done.stdout if done.returncode == 0 else None
+        return blob(self.path(ref), commit, path)
+
+    def fetch_tip(self, ref: RepoRef) -> str:
+        """The remote branch's commit, fetched now."""
+        self.fetch(ref)
+        return self.tip(ref)
 
 
 class WorkerTrees:
@@ -226,7 +239,8 @@ def sweep_dead(workdir: Path, mirrors: Mirrors, keep: Path | None = None) -> lis
                 continue
             trees = [p for p in home.iterdir() if p.is_dir()]
             for tree in trees:
-                _stop_leftovers(tree)
+                if stop_leftovers(tree):  # its journal's sessions, and whatever carries a task's mark
+                    log.info("stopped the processes a dead worker left running in %s", tree)
             shutil.rmtree(home, ignore_errors=True)
             _prune_mirrors(mirrors, trees)
             swept.append(home.name)
@@ -250,18 +264,6 @@ def _if_dead(home: Path) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
-
-
-def _stop_leftovers(tree: Path) -> None:
-    """Kill the process sessions the journal of a task in flight in `tree` names, and the
-    processes carrying the mark of a task in `tree`."""
-    folder = tree / ".openagents" / "journal"
-    tasks = {p.stem for p in folder.glob("*.json")} | {p.stem for p in folder.glob("*.sessions")}
-    for task_id in sorted(tasks - {"bookkeeping"}):
-        if kill_sessions(leftover_sessions(tree, task_id)):
-            log.info("stopped the processes a dead worker left running for %s", task_id)
-    if kill_marked(tree):  # any task's, recorded in time or not
-        log.info("stopped the processes a dead worker left running in %s", tree)
 
 
 def _prune_mirrors(mirrors: Mirrors, trees: list[Path]) -> None:

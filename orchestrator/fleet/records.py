@@ -250,18 +250,13 @@ def _skip(conn: psycopg.Connection, job: Job, reason: str) -> str:
     return reason
 
 
+# -- ends -------------------------------------------------------------------------------
+
+
 def set_title(db: Database, row_id: int, title: str) -> None:
     """The task's title on its row as soon as it is known: a row its worker never finishes
     (`lost`) still names its task."""
     db.run(lambda conn: conn.execute("UPDATE goldenloop_outcomes SET title = %s WHERE id = %s", (title, row_id)))
-
-
-def record_skip(db: Database, job: Job, reason: str) -> None:
-    """A job that ended before its task ran (already closed at the tip, refused, ...)."""
-    db.transaction(lambda conn: _skip(conn, job, reason))
-
-
-# -- ends -------------------------------------------------------------------------------
 
 
 def finish(db: Database, row_id: int, outcome: TaskOutcome | None, *, status: str | None = None,

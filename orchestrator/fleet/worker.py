@@ -136,7 +136,7 @@ class FleetWorker:
         run = await anyio.to_thread.run_sync(records.get_run, self.db, record.run_id)
         assert run is not None  # the claim found it
         try:
-            tip = await anyio.to_thread.run_sync(self._fetch, ref)
+            tip = await anyio.to_thread.run_sync(self.mirrors.fetch_tip, ref)
             tree = await anyio.to_thread.run_sync(self.trees.prepare, ref, tip)
         except GitFailed as exc:
             await self._finish(row, ref, record.task_id, None, status="error", reason=str(exc))
@@ -156,10 +156,6 @@ class FleetWorker:
             return await self._in_session(session, ref, record, row, run, tip, events)
         finally:
             session.close()
-
-    def _fetch(self, ref: RepoRef) -> str:
-        self.mirrors.fetch(ref)
-        return self.mirrors.tip(ref)
 
     def _runlog(self, tree: Path, run_id: str, ref: RepoRef, events: list[Event]) -> RunLog:
         runlog = RunLog(tree, run_id, persist=False)  # the session attaches it to the worktree
