@@ -500,7 +500,7 @@ def _fsync_dir(folder: Path) -> None:
         os.close(dir_fd)
 
 
-def _describe(exc: Exception) -> str:
+def describe_invalid(exc: Exception) -> str:
     """One line naming what is wrong, e.g. `confidence: Input should be ... 1`."""
     if isinstance(exc, ValidationError):
         errors = exc.errors()[:3]
@@ -851,7 +851,7 @@ class JsonlReflectionStore:
         if key in self._reported:
             return
         self._reported.add(key)
-        log.warning("%s: skipping the record at byte %d: %s", self._path, start, _describe(exc))
+        log.warning("%s: skipping the record at byte %d: %s", self._path, start, describe_invalid(exc))
 
     # -- moving records out -----------------------------------------------------
 

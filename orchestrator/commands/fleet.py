@@ -294,9 +294,10 @@ def _load_report(db, run_id: str | None, workdir: Path | None = None):  # noqa: 
     counts: dict[str, int] = {}
     for job in jobs:
         counts[job.state] = counts.get(job.state, 0) + 1
+    if workdir is None:  # a follower's poll, or a status: rows and jobs are all it shows
+        return FleetReport(run, rows, counts)
     repositories = records.repositories(db, run.id) or _repositories_of(jobs)
-    backlogs = read_backlogs(workdir, repositories, runs_of_tasks(rows, jobs)) if workdir is not None else None
-    return FleetReport(run, rows, counts, repositories, backlogs)
+    return FleetReport(run, rows, counts, repositories, read_backlogs(workdir, repositories, runs_of_tasks(rows, jobs)))
 
 
 def _repositories_of(jobs):  # noqa: ANN001, ANN202 - a run recorded before its repositories were

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from orchestrator.fleet.mirror import GitFailed, Mirrors, RepoRef
 from orchestrator.fleet.queue import LIVE, RunJob
-from orchestrator.fleet.records import LOST, OutcomeRow, RunRepository
+from orchestrator.fleet.records import OutcomeRow, RunRepository, last_results
 from orchestrator.layout import PREFIX
 from orchestrator.tasks import Task, TaskBoard, TaskFileError, waiting_on
 
@@ -140,11 +140,7 @@ def runs_of_tasks(rows: Sequence[OutcomeRow], jobs: Sequence[RunJob]) -> dict[st
     """Per repository key and task: its newest job's state, and its last run's end (a run
     that left a result wins over a later one that did not: lost, or dropped)."""
     states = {(job.repo_key, job.task_id): job.state for job in jobs}  # oldest first: the newest stays
-    last: dict[tuple[str, str], OutcomeRow] = {}
-    for r in rows:
-        key = (r.repo_key, r.task_id)
-        if r.status not in (LOST, "dropped") or key not in last:
-            last[key] = r
+    last = last_results(rows)
     found: dict[str, dict[str, RunOfTask]] = {}
     for key in states.keys() | last.keys():
         row = last.get(key)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchestrator.fleet.mirror import name_of_key
 from reflection.postgres.connection import Database
 
 SILENT_S = 300.0
@@ -52,7 +53,7 @@ def describe(workers: list[LiveWorker]) -> str:
     """One line: how many workers are alive and what they run."""
     if not workers:
         return f"workers: none running (none registered with a heartbeat in the last {SILENT_S / 60:g} minutes)"
-    busy = [f"{w.name or f'worker {w.id}'} runs {w.repo_key.rsplit('-', 1)[0]} {w.task_id}"
+    busy = [f"{w.name or f'worker {w.id}'} runs {name_of_key(w.repo_key)} {w.task_id}"
             for w in workers if w.task_id]
     idle = len(workers) - len(busy)
     return f"workers: {len(workers)} alive" + "".join(f"; {b}" for b in busy) + (f"; {idle} idle" if idle else "")

@@ -116,6 +116,11 @@ class RepoRef:
         return f"{safe_name(self.name)}-{hashlib.sha256(self.address.encode()).hexdigest()[:10]}"
 
 
+def name_of_key(key: str) -> str:
+    """The repository's name in its key (`api-3fa2c1d4e5` is `api`), as reports show it."""
+    return key.rsplit("-", 1)[0]
+
+
 class Mirrors:
     """The bare mirrors of one machine's workdir."""
 

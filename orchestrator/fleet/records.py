@@ -20,6 +20,7 @@ given by a user is checked against that form before it names a file or a query.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -311,3 +312,14 @@ def outcomes(db: Database, run_id: str) -> list[OutcomeRow]:
         f"SELECT {_OUTCOME_COLUMNS} FROM goldenloop_outcomes WHERE run_id = %s ORDER BY started_at, id", (run_id,)
     ).fetchall())
     return [OutcomeRow(*row) for row in rows]
+
+
+def last_results(rows: Sequence[OutcomeRow]) -> dict[tuple[str, str], OutcomeRow]:
+    """Per (repository key, task): its last row, except that a row which left no result (a
+    worker that died, a result dropped because another landed first) never replaces one."""
+    found: dict[tuple[str, str], OutcomeRow] = {}
+    for r in rows:
+        key = (r.repo_key, r.task_id)
+        if r.status not in (LOST, "dropped") or key not in found:
+            found[key] = r
+    return found

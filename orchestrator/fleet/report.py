@@ -28,7 +28,17 @@ import orjson
 from orchestrator.batch.morning_report import Section, TaskStory, render_page
 from orchestrator.batch.summary import RepoReport
 from orchestrator.fleet.backlog import Backlog
-from orchestrator.fleet.records import CANCELLED, LOST, RUNNING, SKIPPED, OutcomeRow, Run, RunRepository
+from orchestrator.fleet.mirror import name_of_key
+from orchestrator.fleet.records import (
+    CANCELLED,
+    LOST,
+    RUNNING,
+    SKIPPED,
+    OutcomeRow,
+    Run,
+    RunRepository,
+    last_results,
+)
 from orchestrator.layout import PREFIX, safe_name
 from orchestrator.loop.outcome import TaskOutcome, TaskStatus
 from reflection.fileio import atomic_write
@@ -62,12 +72,7 @@ class FleetReport:
     def last_status(self) -> dict[tuple[str, str], str]:
         """How each task that ran ended: its last run's status, not counting the runs that
         left no result (a worker that died, a result dropped because another landed first)."""
-        found: dict[tuple[str, str], str] = {}
-        for r in self.ran:
-            key = (r.repo_key, r.task_id)
-            if r.status not in (LOST, "dropped") or key not in found:
-                found[key] = r.status
-        return found
+        return {key: r.status for key, r in last_results(self.ran).items()}
 
     def left_open(self) -> int:
         return sum(len(b.left) for b in self.backlogs or [])
@@ -126,12 +131,13 @@ class FleetReport:
                            stop_reason=self.stop_reason(), meter=total_meter(ran), tally=tally,
                            workers=[r.worker for r in ran], rows_heading="Job runs", sections=self._sections())
 
-    def write(self, folder: Path) -> tuple[Path, Path]:
-        """`<runId>-summary.json` and `<runId>.html` in `folder`; their paths."""
+    def write(self, folder: Path, body: dict[str, Any]) -> tuple[Path, Path]:
+        """`body` (its `summary()`) as `<runId>-summary.json` and the page as `<runId>.html`
+        in `folder`; their paths."""
         name = safe_name(self.run.id)  # ids are checked where a user gives one; never a path, whatever the row says
         summary = folder / f"{name}-summary.json"
         page = folder / f"{name}.html"
-        atomic_write(summary, orjson.dumps(self.summary(), option=orjson.OPT_INDENT_2) + b"\n")
+        atomic_write(summary, orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
         atomic_write(page, self.page().encode("utf-8"))
         return summary, page
 
@@ -147,7 +153,7 @@ class FleetReport:
 
     def _repository(self, key: str, rows: list[OutcomeRow]) -> dict[str, Any]:
         where = self._where(key, rows)
-        report = RepoReport(Path(_name(key)), self.run.id, [_outcome(r) for r in rows],
+        report = RepoReport(Path(name_of_key(key)), self.run.id, [_outcome(r) for r in rows],
                             stop_reason=self.stop_reason(key))
         block = report.summary()
         block["projectDir"] = block["repository"] = where.repo  # the URL: a fleet's repositories are on no one disk
@@ -180,7 +186,8 @@ class FleetReport:
             where = self._where(r.repo_key, [r])
             lines.append(f"escalation packet: {packet} on {where.branch or 'the base branch'} of {where.repo}")
         title = r.title or self._title_at_tip(r)
-        return TaskStory(f"{_name(r.repo_key)}:{r.task_id}", title, r.started_at, r.finished_at or r.started_at, lines)
+        return TaskStory(f"{name_of_key(r.repo_key)}:{r.task_id}", title, r.started_at, r.finished_at or r.started_at,
+                         lines)
 
     def _title_at_tip(self, r: OutcomeRow) -> str:
         """A row without a title (its worker died before it read the task): the backlog's."""
@@ -191,7 +198,7 @@ class FleetReport:
             return []
         rows: list[tuple[str, ...]] = []
         for b in self.backlogs:
-            name = _name(b.repo_key)
+            name = name_of_key(b.repo_key)
             if b.error:
                 rows.append((name, "", "", f"its backlog could not be read: {b.error}"))
             rows += [(f"{name}:{x.task_id}", x.title, x.status, x.why) for x in b.left]
@@ -210,10 +217,6 @@ def _meter(r: OutcomeRow) -> Meter:
     return Meter(r.calls, r.input_tokens, r.output_tokens, r.cost)
 
 
-def _name(repo_key: str) -> str:
-    return repo_key.rsplit("-", 1)[0]
-
-
 def _packet(path: str | None) -> str | None:
     """An escalation packet's path in the repository (rows of older workers hold the path
     in their worktree: what follows `.openagents/` is the same)."""
@@ -229,6 +232,6 @@ def _packet(path: str | None) -> str | None:
 
 def _outcome(r: OutcomeRow, *, qualified: bool = False) -> TaskOutcome:
     """The row as a local run's outcome; its packet is named in its story, with its branch."""
-    task_id = f"{_name(r.repo_key)}:{r.task_id}" if qualified else r.task_id
+    task_id = f"{name_of_key(r.repo_key)}:{r.task_id}" if qualified else r.task_id
     return TaskOutcome(task_id, cast(TaskStatus, r.status), r.reason, list(r.commits), r.attempts, r.reflections,
                        _meter(r), r.duration_s, None)

@@ -12,6 +12,7 @@ from typing import Any
 from orchestrator.fleet.cancel import Cancelled
 from orchestrator.fleet.enqueue import Enqueued
 from orchestrator.fleet.liveness import NO_WORKER, LiveWorker, describe, unattended
+from orchestrator.fleet.mirror import name_of_key
 from orchestrator.fleet.records import OutcomeRow
 from orchestrator.fleet.report import FleetReport
 from orchestrator.render import JsonLines
@@ -46,18 +47,19 @@ def row(r: OutcomeRow, json_mode: bool, indent: str = "") -> None:
     """One job run's end."""
     if json_mode:
         JsonLines()({"event": "job_ended", "repository": r.repo, "taskId": r.task_id, "status": r.status,
-                     "reason": r.reason, "worker": r.worker, "costUsd": None if r.cost is None else round(r.cost, 9), "durationS": r.duration_s})
+                     "reason": r.reason, "worker": r.worker, "costUsd": None if r.cost is None else round(r.cost, 9),
+                     "durationS": r.duration_s})
         return
     cost = "unknown" if r.cost is None else f"${r.cost:.4f}"
     why = f": {r.reason}" if r.status != "closed" and r.reason else ""
-    _print(f"{indent}{r.repo_key.rsplit('-', 1)[0]} {r.task_id}: {r.status} by {r.worker} ({r.attempts} attempt(s), {cost}, "
+    _print(f"{indent}{name_of_key(r.repo_key)} {r.task_id}: {r.status} by {r.worker} ({r.attempts} attempt(s), {cost}, "
            f"{r.duration_s:.1f} s){why}")
 
 
 def report(fleet: FleetReport, out: Path, json_mode: bool) -> None:
     """Write the run's report into `out` and say where, with its totals."""
-    summary, page = fleet.write(out)
     body = fleet.summary()
+    summary, page = fleet.write(out, body)
     if json_mode:
         JsonLines()({"event": "summary", **body, "summaryPath": str(summary), "reportPath": str(page)})
         return
@@ -106,15 +108,12 @@ def cancelled(done: Cancelled, json_mode: bool) -> None:
            f"any more; {len(done.waiting)} waiting job(s) cancelled")
     if done.aborted:
         _print(f"  {len(done.aborted)} running job(s) asked to stop, their tasks put back to open: "
-               + ", ".join(f"{_name(j.repo_key)} {j.task_id}" for j in done.aborted))
+               + ", ".join(f"{name_of_key(j.repo_key)} {j.task_id}" for j in done.aborted))
     if done.running:
         _print(f"  {len(done.running)} running job(s) left to finish their task (--abort stops them): "
-               + ", ".join(f"{_name(j.repo_key)} {j.task_id}" for j in done.running))
+               + ", ".join(f"{name_of_key(j.repo_key)} {j.task_id}" for j in done.running))
 
 
 def _job(job: Any) -> dict[str, Any]:
     return {"jobId": job.id, "repoKey": job.repo_key, "taskId": job.task_id}
 
-
-def _name(repo_key: str) -> str:
-    return repo_key.rsplit("-", 1)[0]

@@ -38,7 +38,7 @@ from reflection.postgres.connection import safe_url
 from reflection.postgres.lessons import add_lessons, drop_lessons
 from reflection.postgres.schema import memory_database
 from reflection.schema import Reflection
-from reflection.store import ATTEMPT_KIND, OUTCOME_KIND, as_utc, record_kind
+from reflection.store import ATTEMPT_KIND, OUTCOME_KIND, as_utc, describe_invalid, record_kind
 
 if TYPE_CHECKING:
     import psycopg
@@ -217,7 +217,7 @@ class PostgresReflectionStore:
                 return
             self._reported.add(seq)
         record_id = orjson.loads(body).get("id")
-        log.warning("%s: skipping the record %s (row %d): %s", self.location, record_id, seq, describe(exc))
+        log.warning("%s: skipping the record %s (row %d): %s", self.location, record_id, seq, describe_invalid(exc))
 
     # -- moving records to the archive ------------------------------------------
 
@@ -321,9 +321,3 @@ def without_nul(value: Any) -> Any:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def describe(exc: ValidationError) -> str:
-    """One line naming what is wrong, e.g. `confidence: Input should be less than or equal to 1`."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:3])
-
