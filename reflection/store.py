@@ -407,24 +407,26 @@ def _is_old_record(cutoff: datetime) -> Callable[[dict[str, Any]], bool]:
     return lambda obj: _is_record(obj) and _created_before(obj, cutoff)
 
 
+def record_created_at(obj: dict[str, Any]) -> datetime | None:
+    """A record's createdAt, in UTC; None when absent or unreadable."""
+    raw = obj.get("createdAt")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(raw))
+    except ValueError:
+        return None
+
+
 def _year_of(obj: dict[str, Any]) -> int:
     """The year of a record's createdAt; this year when it has none that reads."""
-    raw = obj.get("createdAt")
-    try:
-        return as_utc(datetime.fromisoformat(raw)).year if isinstance(raw, str) else datetime.now(UTC).year
-    except ValueError:
-        return datetime.now(UTC).year
+    return (record_created_at(obj) or datetime.now(UTC)).year
 
 
 def _created_before(obj: dict[str, Any], cutoff: datetime) -> bool:
     """True when the record's createdAt is before cutoff; an unreadable date is kept."""
-    raw = obj.get("createdAt")
-    if not isinstance(raw, str):
-        return False
-    try:
-        return as_utc(datetime.fromisoformat(raw)) < cutoff
-    except ValueError:
-        return False
+    created = record_created_at(obj)
+    return created is not None and created < cutoff
 
 
 def _why_not_record(obj: Any) -> str:

@@ -38,7 +38,7 @@ from reflection.postgres.connection import safe_url
 from reflection.postgres.lessons import add_lessons, drop_lessons
 from reflection.postgres.schema import memory_database
 from reflection.schema import Reflection
-from reflection.store import ATTEMPT_KIND, OUTCOME_KIND, as_utc, describe_invalid, record_kind
+from reflection.store import ATTEMPT_KIND, OUTCOME_KIND, as_utc, describe_invalid, record_created_at, record_kind
 
 if TYPE_CHECKING:
     import psycopg
@@ -292,19 +292,8 @@ def record_row(project: str, body: dict[str, Any], *, archived: bool = False) ->
         text = orjson.dumps(body)
     return (
         project, body["id"], kind, _text(body.get("subtaskId")), _text(body.get("taskId")), _text(body.get("agent")),
-        created_at(body), datetime.now(UTC) if archived else None, text.decode(),
+        record_created_at(body), datetime.now(UTC) if archived else None, text.decode(),
     )
-
-
-def created_at(body: dict[str, Any]) -> datetime | None:
-    """The record's createdAt, in UTC; None when absent or unreadable (never pruned)."""
-    raw = body.get("createdAt")
-    if not isinstance(raw, str):
-        return None
-    try:
-        return as_utc(datetime.fromisoformat(raw))
-    except ValueError:
-        return None
 
 
 def without_nul(value: Any) -> Any:
