@@ -105,6 +105,13 @@ CREATE TABLE uses(lesson_id TEXT PRIMARY KEY, shown INTEGER NOT NULL, helped INT
 """
 
 
+def use_line(lesson_id: str, task_id: str, attempt: int, passed: bool, at: datetime) -> bytes:
+    """One line of the uses file: a lesson shown to an attempt, and whether that passed."""
+    when = at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return orjson.dumps({"lessonId": lesson_id, "taskId": task_id, "attempt": attempt, "passed": passed,
+                         "at": when}) + b"\n"
+
+
 class SchemaMismatch(Exception):
     """The database was written by another version of this module."""
 
@@ -485,11 +492,8 @@ class LessonIndex:
 
     def record_use(self, lesson_ids: Iterable[str], *, task_id: str, attempt: int, passed: bool) -> None:
         """Note that these lessons were shown to an attempt, and whether it passed."""
-        at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        lines = [
-            orjson.dumps({"lessonId": lid, "taskId": task_id, "attempt": attempt, "passed": passed, "at": at}) + b"\n"
-            for lid in dict.fromkeys(lesson_ids)
-        ]
+        at = datetime.now(UTC)
+        lines = [use_line(lid, task_id, attempt, passed, at) for lid in dict.fromkeys(lesson_ids)]
         if lines:
             append_lines(self.memory_dir / USES, lines)
 

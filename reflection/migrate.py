@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from reflection.backends import REFLECTIONS, describe
-from reflection.lesson_index import append_lines
+from reflection.lesson_index import append_lines, use_line
 from reflection.lessons import USES
 from reflection.postgres.connection import is_postgres_url
 from reflection.store import JsonlReflectionStore, as_utc
@@ -139,13 +139,6 @@ def parse_use(obj: Any) -> Use | None:
     return obj["lessonId"], task_id, attempt, obj.get("passed") is True, at
 
 
-def use_line(use: Use) -> bytes:
-    lesson_id, task_id, attempt, passed, at = use
-    when = at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    return orjson.dumps({"lessonId": lesson_id, "taskId": task_id, "attempt": attempt, "passed": passed,
-                         "at": when}) + b"\n"
-
-
 class JsonlMemory:
     """The project's `.openagents/memory/`: reflections.jsonl, its archive, lesson-uses.jsonl."""
 
@@ -180,7 +173,7 @@ class JsonlMemory:
         for use in uses:
             if _use_key(use) not in seen:
                 seen.add(_use_key(use))
-                new.append(use_line(use))
+                new.append(use_line(*use))
         for start in range(0, len(new), USE_BATCH):
             append_lines(self.memory_dir / USES, new[start : start + USE_BATCH])
         return len(new)
