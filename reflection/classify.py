@@ -178,8 +178,18 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _sentence(text: str) -> str:
-    text = text.replace(".;", ";").replace("..", ".")
+    """Capitalised, nothing else: the quotes in it stay byte-exact (see `_then`)."""
     return text[:1].upper() + text[1:]
+
+
+def _then(quote: str, rest: str) -> str:
+    """`quote` followed by `rest` (". More.", ": why.", "; hint."), where a quote that ends
+    its own sentence ("expected 3 items.") gets no second stop: `rest` loses its leading
+    mark and opens a new sentence. The quote itself is never touched."""
+    if not quote.endswith((".", "!", "?")) or rest[:1] not in {".", ":", ";"}:
+        return quote + rest
+    rest = rest[1:].strip()
+    return f"{quote} {rest[:1].upper()}{rest[1:]}" if rest else quote
 
 
 def _draft(
@@ -214,8 +224,8 @@ def _repeated(ctx: FailureContext, f: _Facts) -> ReflectionDraft | None:
         return None
     return _draft(
         FailureCategory.APPROACH_ERROR,
-        f"The same failure as the last attempt: {_failure(f)}. The previous fix did not "
-        "address it.",
+        "The same failure as the last attempt: "
+        + _then(_failure(f), ". The previous fix did not address it."),
         f"Change approach rather than adjusting the last edit: find why the change to "
         f"{_files(ctx)} could not affect {f.place or f.test or 'this failure'}, then try a "
         "different strategy.",
@@ -255,7 +265,8 @@ def _environment(ctx: FailureContext, f: _Facts) -> ReflectionDraft | None:
             problem, suggestion, items = found
             return _draft(
                 FailureCategory.ENVIRONMENT,
-                f"{problem}; {_failure(f)}. This is the environment, not the logic of the code.",
+                f"{problem}; "
+                + _then(_failure(f), ". This is the environment, not the logic of the code."),
                 suggestion,
                 items,
                 0.6,
@@ -407,9 +418,11 @@ def _typecheck(ctx: FailureContext, f: _Facts) -> ReflectionDraft | None:
     label = f"{code} " if code else ""
     return _draft(
         FailureCategory.MISCONCEPTION,
-        f"{checker} reports {label}{f.at.strip() or 'an error'}: {_clip(f.message or f.what, 200)}"
-        + (f" ({summary})" if summary else "")
-        + (f"; {hint}." if hint else "."),
+        f"{checker} reports {label}{f.at.strip() or 'an error'}: "
+        + _then(
+            _clip(f.message or f.what, 200) + (f" ({summary})" if summary else ""),
+            f"; {hint}." if hint else ".",
+        ),
         f"Fix the code at {f.place or 'the reported location'} so the types agree with how it "
         "is used: check the real signature or type of what is called there instead of "
         "silencing the error with a cast or an ignore comment.",
@@ -438,7 +451,7 @@ def _wrong_api(ctx: FailureContext, f: _Facts) -> ReflectionDraft | None:
     category, belief = _api_belief(f)
     return _draft(
         category,
-        f"{_failure(f)}: {belief}.",
+        _then(_failure(f), f": {belief}."),
         f"Read {f.place or 'the failing line'} and the definition it relies on (signature, "
         f"attributes, return value), then change {_files(ctx)} to match the real interface.",
         [
@@ -519,7 +532,7 @@ def _edge_case(ctx: FailureContext, f: _Facts) -> ReflectionDraft | None:
         why = "the failing test exercises a boundary case"
     return _draft(
         FailureCategory.EDGE_CASE,
-        f"{_failure(f)}: {why}.",
+        _then(_failure(f), f": {why}."),
         "The general path likely works; handle the boundary explicitly: check loop bounds and "
         "ranges (< vs <=, len vs len-1), empty inputs, zero and None before the main logic.",
         [
@@ -562,7 +575,7 @@ def _root_cause(ctx: FailureContext, f: _Facts) -> ReflectionDraft:
     goal = f" so that '{_clip(ctx.subtask_title, 80)}' works" if ctx.subtask_title else ""
     return _draft(
         FailureCategory.ROOT_CAUSE,
-        f"{_failure(f)}: the code written in this attempt does not do what the check expects."
+        _then(_failure(f), ": the code written in this attempt does not do what the check expects.")
         if known
         else f"The {ctx.failure_type.value.replace('_', ' ')} gave no recognisable error; "
         "the digest's last lines are the only evidence.",

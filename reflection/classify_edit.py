@@ -11,12 +11,13 @@ import re
 from collections.abc import Callable
 
 from reflection.schema import FailureCategory, FailureContext, ReflectionDraft
+from reflection.text import joined_lines
 
 _Rule = Callable[[str], tuple[str, str, list[str]] | None]
 
 
 def classify_edit(ctx: FailureContext) -> ReflectionDraft:
-    error = " ".join(ctx.digest.split())
+    error = joined_lines(ctx.digest)
     for rule in _RULES:
         found = rule(error)
         if found is not None:

@@ -33,6 +33,7 @@ from reflection.schema import (
     new_id,
     utc_now,
 )
+from reflection.text import joined_lines
 
 Outcome = Literal["failed", "partial", "success", "decision"]
 SuccessProcedures = Literal["after_failure", "always", "never"]
@@ -504,7 +505,7 @@ def _repeated_numbers(story: TaskStory, last: AttemptStory) -> list[int]:
 def _sentence(text: str) -> str:
     """One sentence: trimmed, ending in punctuation, capitalised unless it opens with a
     name from the code (`parse()`, `test_x`), whose case matters."""
-    text = " ".join(text.split())
+    text = joined_lines(text)
     if not text:
         return ""
     if _PLAIN_WORD.match(text):

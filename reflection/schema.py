@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 from reflection.redact import placeholder, redact
-from reflection.text import shorten
+from reflection.text import joined_lines, shorten
 
 
 class CamelModel(BaseModel):
@@ -106,13 +106,14 @@ _PLACEHOLDER_HEAD = placeholder("")[:-1]  # "[REDACTED:"
 
 
 def fit_text(text: str, limit: int) -> str:
-    """`text` redacted, on one line, and cut to `limit` characters, in that order.
+    """`text` redacted, on one line (`joined_lines`: a quote's own spacing is kept), and cut
+    to `limit` characters, in that order.
 
     Redaction comes first because a secret cut in half no longer looks like one and
     would be kept, and because a placeholder can be longer than what it replaced. A cut
     that falls inside a placeholder drops all of it rather than leave "[REDACTED:op…".
     """
-    whole = " ".join(redact(text).split())
+    whole = joined_lines(redact(text))
     cut = shorten(whole, limit)
     head = cut.rfind(_PLACEHOLDER_HEAD)
     if cut != whole and head >= 0 and "]" not in cut[head:]:

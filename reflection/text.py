@@ -25,9 +25,14 @@ def clip_middle(text: str, limit: int) -> str:
 
 
 def one_line(text: str, limit: int) -> str:
-    """Collapse whitespace to one line and clip the middle out of anything too long."""
-    text = " ".join(text.split()) if ("\n" in text or "  " in text or "\t" in text) else text
-    return clip_middle(text, limit)
+    """The lines joined into one (`joined_lines`), the middle clipped out of anything too long."""
+    return clip_middle(joined_lines(text), limit)
+
+
+def joined_lines(text: str) -> str:
+    """The non-blank lines of `text`, trimmed and joined by one space. Spaces inside a line
+    are kept: a quoted value (`'a  b'`) may differ from another by them alone."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def cut_block(text: str, limit: int) -> str:

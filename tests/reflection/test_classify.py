@@ -315,3 +315,24 @@ def test_a_preexisting_failure_is_marked_and_the_one_the_attempt_caused_leads() 
     unknown = classify(ctx.model_copy(update={"first_error": None})).analysis
     assert unknown.startswith("Test test_calc.py::test_mul failed with")
     assert "assert 0 == 1" not in unknown
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "AssertionError: assert load('../config/settings.py') == 'a...'",
+        "AssertionError: assert 'a  b' == 'a b'",  # the spacing is the whole difference
+    ],
+)
+def test_what_a_reflection_quotes_stays_byte_exact(error: str) -> None:
+    draft = classify(context(pytest_failure("test_load", "tests/test_load.py:4", error)))
+
+    assert error in draft.analysis
+
+
+def test_a_quote_that_ends_its_own_sentence_gets_no_second_stop() -> None:
+    error = "TypeError: read() got an unexpected keyword argument 'path'."
+    draft = classify(context(pytest_failure("test_read", "tests/test_read.py:4", error)))
+
+    assert f"{error} The test expects an API the code does not provide." in draft.analysis
+    assert ".." not in draft.analysis and ".:" not in draft.analysis
