@@ -33,6 +33,7 @@ from orchestrator.config import (
     url_problem,
 )
 from orchestrator.executors.base import Executor
+from orchestrator.executors.program import missing_agent_program
 from orchestrator.journal import Journal, early_sessions_path, stop_leftovers
 from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock, LockHeld, describe_holder
@@ -63,6 +64,7 @@ from reflection.service import ReflectionService
 from reflection.store import JsonlReflectionStore, ReflectionStore
 from reflection.task_reflector import TaskReflector
 from reflection.task_store import JsonTaskReflectionStore
+from reflection.text import one_line
 
 if TYPE_CHECKING:
     from orchestrator.checks.review import ReviewGate
@@ -127,6 +129,8 @@ class ProjectSession:
             self.runlog = RunLog(self.project_dir)
         self.board = _call(self._open_board, EXIT_USAGE)
         self._check_api_keys()
+        if problem := missing_agent_program(self.config.executor, self.project_dir):
+            raise UserError(problem)  # before any attempt: a missing program is the config's fault, not the task's
         ensure_runtime_ignored(self.project_dir)
         self._take_lock()
         become_subreaper()  # children that escape their session stay ours to kill
@@ -443,7 +447,7 @@ class ProjectSession:
         if task in self.board.ready():
             return task
         if task.status in ("closed", "blocked"):
-            raise UserError(f"task {task_id} is {task.status}, not ready", EXIT_NO_TASK)
+            raise UserError(_how_to_reopen(task, archived=task_id not in self.board.statuses()), EXIT_NO_TASK)
         waiting = [d.id for d in task.deps if d.type in ("blocks", "parent-child") and not self.board.is_closed(d.id)]
         raise UserError(f"task {task_id} is waiting for {', '.join(waiting)} to be closed", EXIT_NO_TASK)
 
@@ -775,3 +779,14 @@ def _call(make, exit_code: int):
         return make()
     except (RepoError, TaskFileError, LockTimeout) as exc:
         raise UserError(str(exc), exit_code) from None
+
+
+def _how_to_reopen(task: Task, *, archived: bool) -> str:
+    """Why a closed or blocked task asked for by id does not run, and the command that lets it."""
+    if archived:  # `goldenloop reopen` does not reach the archive
+        return f"task {task.id} is archived (closed long ago); add it anew with goldenloop add to do it again"
+    if task.status == "closed":
+        return f"task {task.id} is closed already; goldenloop reopen {task.id} lets it run again"
+    why = one_line(task.close_reason, 300) if task.close_reason else "no reason recorded"
+    return (f"task {task.id} is blocked ({why}); goldenloop reopen {task.id} lets it run again "
+            "(with --forget it starts afresh)")

@@ -166,8 +166,9 @@ class _Snapshot:
 class TaskBoard:
     """Read and update a tasks.jsonl file; safe to use from several processes at once.
 
-    The file is read when the board is made (TaskFileError if it is missing) and checked
-    by every query and mutation, so a long run sees other processes' changes; while it is
+    The file is read when the board is made (TaskFileError if it is missing, unless
+    `missing_ok`: then it is an empty backlog that `add` starts) and checked by every
+    query and mutation, so a long run sees other processes' changes; while it is
     unchanged (inode, size, mtime) the check is one stat. Closed and blocked lines are
     parsed as JSON but validated only when used, so a problem with one is reported then.
     """
@@ -179,8 +180,10 @@ class TaskBoard:
         lock_timeout_s: float | None = 10.0,
         clock: Callable[[], datetime] = _now,
         archive: Path | None = None,
+        missing_ok: bool = False,
     ) -> None:
         self.path = Path(path)
+        self._missing_ok = missing_ok
         self.lock_path = self.path.with_suffix(self.path.suffix + ".lock")
         self._lock_timeout_s = lock_timeout_s
         self._clock = clock
@@ -297,7 +300,7 @@ class TaskBoard:
     def add(self, drafts: list[dict[str, Any]], prefix: str = "T-") -> list[Task]:
         """Append new tasks, each given the next free id `<prefix><n>` under the lock, so two
         processes adding at once never hand out one id twice; archived ids count as taken."""
-        if not self.path.exists():
+        if not self._missing_ok and not self.path.exists():
             raise TaskFileError(self._missing_message())
         with file_lock(self.lock_path, timeout_s=self._lock_timeout_s):
             snapshot = self._read()
@@ -329,7 +332,10 @@ class TaskBoard:
             with open(self.path, "rb") as handle:
                 identity, data = _identity(os.fstat(handle.fileno())), handle.read()
         except FileNotFoundError:
-            raise TaskFileError(self._missing_message()) from None
+            if not self._missing_ok:
+                raise TaskFileError(self._missing_message()) from None
+            self._identity, self._snapshot = None, _parse(b"", self.path.name)  # an empty backlog
+            return self._snapshot
         except OSError as exc:
             raise TaskFileError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         snapshot = _parse(data, self.path.name)
@@ -350,7 +356,7 @@ class TaskBoard:
         return f"no {where}: create it with one task per line, see README"
 
     def _mutate(self, task_id: str, change: Callable[[Task], dict[str, Any]]) -> Task:
-        if not self.path.exists():  # before locking, so a typo'd path creates nothing
+        if not self._missing_ok and not self.path.exists():  # before locking: a typo'd path creates nothing
             raise TaskFileError(self._missing_message())
         with file_lock(self.lock_path, timeout_s=self._lock_timeout_s):
             snapshot = self._read()

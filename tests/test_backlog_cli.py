@@ -164,6 +164,26 @@ def test_reopen_forget_puts_the_task_back_and_removes_its_plan(git_repo, capsys)
     assert "already open" in capsys.readouterr().out
 
 
+
+def test_do_one_task_on_a_blocked_task_says_why_and_how_to_reopen_it(git_repo, capsys):
+    repo = _escalated(git_repo)
+    capsys.readouterr()
+
+    assert do_one_task(repo, "--task", "T-1") == 3
+    err = capsys.readouterr().err
+    assert err.startswith("do-one-task: task T-1 is blocked (subtask T-1.1 stopped (max_retries) after 2 attempt(s)")
+    assert err.endswith("see .openagents/escalations/T-1.md); goldenloop reopen T-1 lets it run again "
+                        "(with --forget it starts afresh)\n") and err.count("\n") == 1
+    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+
+
+def test_do_one_task_on_a_closed_task_says_how_to_reopen_it(git_repo, capsys):
+    repo = make_project(git_repo, [], tasks=[task(status="closed", closeReason="all green")])
+
+    assert do_one_task(repo, "--task", "T-1") == 3
+    assert capsys.readouterr().err == "do-one-task: task T-1 is closed already; goldenloop reopen T-1 lets it run again\n"
+
+
 def test_reopen_while_a_run_holds_the_lock_exits_4(git_repo, capsys):
     from orchestrator.lock import AgentLock
 
@@ -226,6 +246,44 @@ def test_import_a_json_array_and_refuse_a_bad_one(git_repo, capsys):
     assert "item 1 of bad.json: priority must be" in capsys.readouterr().err
     assert goldenloop(repo, "import", str(repo / "missing.md")) == 1
     assert set(tasks_on_disk(repo)) == {"T-1", "T-2", "T-3"}
+
+
+
+def _without_backlog(repo: Path) -> Path:
+    """A project whose project.json was written by hand: no tasks.jsonl yet."""
+    (repo / ".openagents").mkdir()
+    (repo / ".openagents" / "project.json").write_text(json.dumps({"testCommands": ["true"]}))
+    return repo / ".openagents" / "tasks.jsonl"
+
+
+def test_a_project_without_tasks_jsonl_has_an_empty_backlog_that_add_starts(git_repo, capsys):
+    backlog = _without_backlog(git_repo)
+
+    assert goldenloop(git_repo, "list") == 0
+    assert "ready (0):" in capsys.readouterr().out
+    assert goldenloop(git_repo, "show", "T-1") == 1
+    assert capsys.readouterr().err.strip() == "goldenloop show: no task with id T-1"
+    assert not backlog.exists()  # reading starts nothing
+
+    assert goldenloop(git_repo, "add", "Write the parser") == 0
+    assert capsys.readouterr().out.strip() == "T-1"
+    assert [t["title"] for t in tasks_on_disk(git_repo).values()] == ["Write the parser"]
+
+
+def test_import_into_a_project_without_tasks_jsonl_starts_it(git_repo, capsys):
+    backlog = _without_backlog(git_repo)
+    (git_repo / "TODO.md").write_text(CHECKLIST)
+
+    assert goldenloop(git_repo, "import", str(git_repo / "TODO.md"), "--dry-run") == 0
+    assert "would add 3 task(s)" in capsys.readouterr().out and not backlog.exists()
+    assert goldenloop(git_repo, "import", str(git_repo / "TODO.md")) == 0
+    assert set(tasks_on_disk(git_repo)) == {"T-1", "T-2", "T-3"}
+
+
+def test_without_project_json_add_still_points_at_init(git_repo, capsys):
+    assert goldenloop(git_repo, "add", "Write the parser") == 2
+    err = capsys.readouterr().err
+    assert "goldenloop init" in err and err.count("\n") == 1
 
 
 def test_outside_a_project_every_command_says_so_in_one_sentence(tmp_path, capsys):

@@ -86,4 +86,4 @@ def test_a_run_archives_and_still_honours_dependencies_on_archived_tasks(git_rep
     assert "archive/tasks-" in git(repo, "show", "--name-only", "--format=", "HEAD")  # committed
     assert git(repo, "status", "--porcelain") == ""
     assert do_one_task(repo, "--task", "OLD-0") == 3  # archived: still known, closed, not ready
-    assert "task OLD-0 is closed, not ready" in capsys.readouterr().err
+    assert "task OLD-0 is archived (closed long ago); add it anew" in capsys.readouterr().err

@@ -56,6 +56,12 @@ def _project(start: Path) -> Path:
         raise BacklogError(f"{exc} (or create one with goldenloop init)", EXIT_USAGE) from None
 
 
+def _board(project: Path) -> TaskBoard:
+    """The project's backlog. A project.json written by hand comes without tasks.jsonl: its
+    backlog is empty until `add` or `import` starts the file, as `init` would have."""
+    return TaskBoard.for_project(project, missing_ok=Layout(project).config.is_file())
+
+
 def _out(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> int:
     if getattr(args, "json", False):
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -88,7 +94,7 @@ def _brief(task: Task) -> dict[str, Any]:
 def _add(args: argparse.Namespace, project: Path) -> int:
     if not args.title.strip():
         raise BacklogError("a task needs a title", EXIT_USAGE)
-    board = TaskBoard.for_project(project)
+    board = _board(project)
     deps = [d.strip() for d in (args.deps or "").split(",") if d.strip()]
     _check_deps(board, deps)
     draft = {"title": args.title.strip(), "description": args.description or "", "priority": args.priority,
@@ -108,7 +114,7 @@ def _check_deps(board: TaskBoard, deps: list[str]) -> None:
 
 
 def _list(args: argparse.Namespace, project: Path) -> int:
-    board = TaskBoard.for_project(project)
+    board = _board(project)
     tasks = board.tasks()
     ready = [t for t in board.ready() if t.status == "open"]
     ready_ids = {t.id for t in ready}
@@ -149,7 +155,7 @@ def _why_blocked(task: Task, closed: set[str], statuses: dict[str, str]) -> str:
 
 
 def _show(args: argparse.Namespace, project: Path) -> int:
-    task = TaskBoard.for_project(project).get(args.id)
+    task = _board(project).get(args.id)
     layout = Layout(project)
     subtasks = _subtasks(project, task.id)
     reflections = _reflections(layout, task.id)
@@ -256,7 +262,7 @@ def _reopen(args: argparse.Namespace, project: Path) -> int:
 
 
 def _reopen_locked(args: argparse.Namespace, project: Path) -> int:
-    board = TaskBoard.for_project(project)
+    board = _board(project)
     if args.id not in board.statuses():
         if board.archive.get(args.id) is not None:  # the board would say "no task": say where it went
             raise BacklogError(f"task {args.id} is archived (closed long ago); add it anew with goldenloop add")
@@ -284,7 +290,7 @@ def _import(args: argparse.Namespace, project: Path) -> int:
         drafts = read_drafts(args.file)
     except ImportFileError as exc:
         raise BacklogError(str(exc)) from None
-    board = TaskBoard.for_project(project)
+    board = _board(project)
     for draft in drafts.tasks:
         _check_deps(board, list(draft.get("deps", [])))
     fresh, notes = _without_duplicates(board, drafts.tasks)

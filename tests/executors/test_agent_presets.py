@@ -225,16 +225,18 @@ def test_memory_file_carries_the_reflections_and_is_put_back_unchanged(git_repo:
     assert "CLAUDE.md" not in git(repo, "show", "--name-only", "--format=", sha)
 
 
-def test_an_agent_that_is_not_installed_blocks_the_task_and_costs_nothing(
+def test_an_agent_that_is_not_installed_is_a_config_error_before_any_attempt(
     git_repo: Path, agents: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo = project(git_repo, "claude-code", executor={"program": "no-such-claude-xyz"})
 
-    assert do_one_task(repo) == 1
+    assert do_one_task(repo) == 2
 
-    out = capsys.readouterr().out
-    assert "the agent cannot run here" in out and "cost $0," in out
-    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+    err = capsys.readouterr().err
+    assert err.startswith("do-one-task: the agent program 'no-such-claude-xyz' is not installed here")
+    assert err.endswith("fix executor.program in .openagents/project.json\n") and err.count("\n") == 1
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+    assert not (agents / "calls.jsonl").exists() and events_of(repo, "attempt_started") == []
 
 
 def test_reports_read_the_documented_outputs_and_leave_the_unsaid_unknown(tmp_path: Path) -> None:

@@ -125,8 +125,10 @@ def test_a_verification_only_task_may_close_without_a_change(git_repo: Path) -> 
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
 
 
-def test_an_agent_that_is_not_installed_blocks_the_task_without_retries(git_repo: Path) -> None:
-    config = {"executor": {"kind": "command", "command": "no-such-agent-xyz --prompt {prompt_file}"}}
+def test_an_agent_that_cannot_be_started_blocks_the_task_without_retries(git_repo: Path) -> None:
+    # Behind `sh -c` the program is not looked for before the run (see executors/program.py):
+    # the attempt finds it missing.
+    config = {"executor": {"kind": "command", "command": "sh -c 'no-such-agent-xyz --prompt \"$0\"' {prompt_file}"}}
     repo = make_project(git_repo, [], config=config)
 
     assert do_one_task(repo) == 1
