@@ -66,7 +66,7 @@ REFLECTION = json.dumps({
 })
 EVERYTHING_OFF = {
     "preflight": False, "flakyReruns": 0, "routeByFailure": False, "stopOnPlateau": False,
-    "stopOnOscillation": False, "rollbackRegressions": False, "ignorePreexistingFailures": False,
+    "stopOnOscillation": False, "rollbackRegressions": False,
     "testIntegrity": False,
 }
 

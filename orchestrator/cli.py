@@ -359,6 +359,28 @@ def import_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def checks_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="goldenloop checks",
+        description="The tests failing on the tree as it is, and the known failures you accept: a task closes "
+        "only when its checks pass, apart from the tests listed in checks.knownFailures of project.json.",
+        epilog="exit codes: 0 done, 1 refused (the failures are not all named tests, or a test to unwaive is not "
+        "listed), 2 usage or config error, 4 a run holds the repository",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    baseline = sub.add_parser("baseline", parents=[common], help="run the checks now and list the failing tests")
+    baseline.add_argument("--waive", action="store_true", help="record every failing test as a known failure")
+    baseline.add_argument("--reason", metavar="TEXT", help="why they may fail (kept with each waiver)")
+    waive = sub.add_parser("waive", parents=[common], help="accept tests as known failures")
+    waive.add_argument("tests", nargs="+", metavar="TEST", help="a test id, a file, or a glob over ids")
+    waive.add_argument("--reason", metavar="TEXT", help="why they may fail (kept with each waiver)")
+    unwaive = sub.add_parser("unwaive", parents=[common], help="take waivers back")
+    unwaive.add_argument("tests", nargs="+", metavar="TEST", help="as written in checks.knownFailures")
+    return parser
+
+
 BACKLOG = "orchestrator.commands.backlog:run_backlog"
 BACKLOG_COMMANDS = {
     "init": _lazy(init_parser, "orchestrator.commands.init_project:run_init"),
@@ -376,6 +398,7 @@ do_one_task_main = _lazy(do_one_task_parser, "orchestrator.commands.do_one_task:
 OTHER_COMMANDS = {
     "memory": _lazy(memory_parser, "orchestrator.commands.memory:run_memory"),
     "history": _lazy(history_parser, "orchestrator.commands.history:run_history"),
+    "checks": _lazy(checks_parser, "orchestrator.commands.checks:run_checks"),
     "serve": _lazy(serve_parser, "orchestrator.commands.serve:run_serve"),  # starlette and uvicorn only now
     "worker": _lazy(worker_parser, "orchestrator.commands.fleet:run_worker"),
     "enqueue": _lazy(enqueue_parser, "orchestrator.commands.fleet:run_enqueue"),
@@ -396,6 +419,7 @@ the backlog:
   list, status  ready, blocked and running tasks, and the last closed
   show          one task in full: subtasks, attempts, reflections, escalation
   reopen, retry put a blocked or closed task back to open
+  checks        the tests failing now (baseline), and the known failures you waive
 memory and the reflect API:
   memory        reflections, lessons and rules: list, show, search, rules, prune, archive, export, migrate
   serve         the reflect API (docs/API.md)

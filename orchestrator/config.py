@@ -191,7 +191,6 @@ class RetryConfig(_ConfigModel):
     """Retry intelligence: spend retries only where reflection can help."""
 
     preflight: bool = True  # run the checks once before any model call for a task
-    ignore_preexisting_failures: bool = True  # tests failing at baseline, unrelated to the task
     flaky_reruns: int = Field(default=1, ge=0)  # reruns of a failing check before believing it
     route_by_failure: bool = True  # environment: escalate; timeout: no reflection call
     stop_on_plateau: bool = True
@@ -209,6 +208,31 @@ class RetryConfig(_ConfigModel):
     # stops as diminishing returns; 0: any gain is worth another retry.
     improvement_threshold: float = Field(default=0.0, ge=0, le=1)
     stop_on_diminishing_returns: bool = True
+
+
+class KnownFailure(_ConfigModel):
+    """A failing test the user accepts: it never keeps a task from closing (see checks/waivers.py)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key here would waive something else
+
+    test: str = Field(min_length=1)  # a test id as the runner names it, a file, or a glob over ids
+    reason: str | None = Field(default=None, min_length=1)
+
+
+class ChecksConfig(_ConfigModel):
+    """What the user says about the checks beyond their commands."""
+
+    # Failing tests the user waived. goldenloop waives nothing on its own: a test that
+    # fails after an attempt keeps the task open unless it is listed here.
+    known_failures: list[KnownFailure] = Field(default_factory=list)
+
+    @field_validator("known_failures", mode="before")
+    @classmethod
+    def _plain_ids(cls, entries: Any) -> Any:
+        # "tests/test_x.py::test_y" is short for {"test": "tests/test_x.py::test_y"}.
+        if isinstance(entries, list):
+            return [{"test": e} if isinstance(e, str) else e for e in entries]
+        return entries
 
 
 class ReviewCriterionConfig(_ConfigModel):
@@ -391,6 +415,7 @@ class ProjectConfig(_ConfigModel):
     # limit; a spending limit reserves this much for every call's reply before it is made.
     max_output_tokens: int | None = Field(default=None, ge=1)
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    checks_config: ChecksConfig = Field(default_factory=ChecksConfig, alias="checks")
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     worktree: WorktreeConfig = Field(default_factory=WorktreeConfig)
@@ -441,6 +466,13 @@ class ProjectConfig(_ConfigModel):
         return ms / 1000 if ms is not None else self.timeouts.model_seconds
 
 
+# Keys older versions read, and what took their place.
+RETIRED_KEYS = {
+    "retry.ignorePreexistingFailures": "goldenloop no longer waives a failing test on its own; "
+    "list the failures you accept in checks.knownFailures (`goldenloop checks baseline` shows them)",
+}
+
+
 @dataclass(frozen=True)
 class UnknownKey:
     """A key of the file that no setting reads, and the known key it is nearest to."""
@@ -449,6 +481,8 @@ class UnknownKey:
     meant: str | None = None  # the full path of the nearest known key, e.g. "executor.command"
 
     def warning(self) -> str:
+        if self.path in RETIRED_KEYS:
+            return f"{CONFIG_NAME}: {self.path} is no longer read: {RETIRED_KEYS[self.path]}"
         message = f"{CONFIG_NAME}: unknown key {self.path} (ignored)"
         return f"{message}; did you mean {self.meant.rpartition('.')[2]}?" if self.meant else message
 
@@ -506,6 +540,12 @@ def load_config(project_dir: Path, env: Mapping[str, str] = os.environ) -> Loade
         overrides=overrides,
         unknown=unknown,
     )
+
+
+def check_config(data: dict[str, Any]) -> ProjectConfig:
+    """The config `data` (project.json's object) stands for; ConfigError if it would not load."""
+    unknown: list[UnknownKey] = []
+    return _validate(_drop_unknown_keys(data, ProjectConfig, "", unknown), unknown)
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,7 @@ class HumanLines:
         return f"    REPEAT  same code as attempt {e.get('sameAs')}: {e.get('action')}"
 
     def _verdict(self, e: Event) -> str:
-        mark = "PASS" if e.get("passed") else "FAIL"
-        return f"    {mark}  {e.get('summary', '')}"
+        return f"    {verdict_mark(e)}  {e.get('summary', '')}"
 
     def _reflection(self, e: Event) -> str:
         where = f"\n      written to {e['path']}" if e.get("path") else ""
@@ -115,19 +114,16 @@ class HumanLines:
     def _preflight(self, e: Event) -> str:
         if e.get("environmentError"):
             return f"  preflight: the checks cannot run: {e['environmentError']}"
-        failing = e.get("failingAtBaseline") or []
-        state = "checks pass" if e.get("passed") else f"{len(failing)} test(s) already failing"
-        return f"  preflight: {state} before any change ({e.get('durationS')} s)"
-
-    def _judged(self, e: Event) -> str:
-        labels = {
-            "flaky": "FLAKY",
-            "preexisting": "PASS*",
-            "integrity": "REJECT",
-            "environment": "ENV",
-            "timeout": "TIMEOUT",
-        }
-        return f"    {labels.get(e.get('outcome'), 'NOTE')}  {e.get('summary')}"
+        failing, waived = e.get("failingAtBaseline") or [], set(e.get("waivedAtBaseline") or [])
+        if e.get("passed"):
+            return f"  preflight: checks pass before any change ({e.get('durationS')} s)"
+        to_fix = [t for t in failing if t not in waived]
+        line = f"  preflight: {len(failing)} test(s) already failing before any change ({e.get('durationS')} s)"
+        if to_fix:
+            line += f"; the task must leave them passing: {_few(to_fix)}"
+        if waived:
+            line += f"; {len(waived)} waived in checks.knownFailures"
+        return line
 
     def _progress(self, e: Event) -> str:
         return f"    progress: {e.get('explanation')}"
@@ -190,6 +186,23 @@ class HumanLines:
 
     def _task_reopened(self, e: Event) -> str:
         return f"  put {e['taskId']} back to open ({e.get('reason')})"
+
+
+# How each judged outcome of an attempt is marked, on the console and in the reports.
+MARKS = {"passed": "PASS", "waived": "WAIVED", "flaky": "FLAKY", "failed": "FAIL", "integrity": "REJECT",
+         "environment": "ENV", "timeout": "TIMEOUT", "no_change": "NO CHANGE", "preexisting": "PASS*"}
+
+
+def verdict_mark(event: Event) -> str:
+    """PASS, WAIVED, FAIL, ...: the attempt as judged (a log older than `outcome` has `passed`)."""
+    outcome = event.get("outcome")
+    if outcome in MARKS:
+        return MARKS[outcome]
+    return "PASS" if event.get("passed") else "FAIL"
+
+
+def _few(tests: list[str]) -> str:
+    return ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
 
 
 def _first_line(text: Any) -> str:

@@ -6,8 +6,9 @@ digest's `First error:` line, failing tests, failure type, files changed) and na
 test, the error and its file:line, so the retry prompt says what to look at. Confidence
 stays between 0.3 and 0.6: a pattern match is less sure than a model that read the code.
 
-Tests that were failing before the task (`preexisting_tests`) are never what a reflection
-is about: the failures the attempt caused come first, and the others are marked as such.
+Known failures (`preexisting_tests`: failing before the task, and waived by the user) are
+never what a reflection is about: the failures the attempt caused come first, and the
+known ones are marked as such.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class _Facts:
     kind: str  # "AssertionError", "error[arg-type]", "TS2322", "panic", or ""
     message: str
     tests: list[str]  # the failures the attempt caused first
-    preexisting: list[str]  # failing the same way before the task
+    preexisting: list[str]  # known failures from before the task, waived by the user
     tool: str | None
     command: str | None
     digest: str
@@ -98,16 +99,16 @@ class _Facts:
         return f"test {_clip(tests[0], 120)}{more}"
 
     def preexisting_note(self) -> str:
-        """` (test X fails too, but ... pre-existing ...)`, or nothing."""
+        """` (test X fails too, but ... known failure ...)`, or nothing."""
         old = [t for t in self.tests if t in self.preexisting]
         if not old:
             return ""
         if not self.new_tests:
-            return " (pre-existing: it failed the same way before the task)"
+            return " (a known failure: it failed the same way before the task)"
         more = f" and {len(old) - 1} more" if len(old) > 1 else ""
         return (
-            f" (test {_clip(old[0], 100)}{more} fails too, but it failed the same way before the "
-            "task: pre-existing, not caused by this attempt)"
+            f" (test {_clip(old[0], 100)}{more} fails too, but it is a known failure from before the "
+            "task, not caused by this attempt)"
         )
 
     def rerun(self) -> str:
@@ -124,7 +125,7 @@ _EXCEPTION_LINE = re.compile(
 
 
 def _read_facts(ctx: FailureContext) -> _Facts:
-    # With pre-existing failures about, the digest's first error may be one of theirs: only
+    # With known failures about, the digest's first error may be one of theirs: only
     # the error the caller found for a failure the attempt caused is trusted then.
     from_digest = not ctx.preexisting_tests
     first = ctx.first_error or (read_digest_line(ctx.digest, "First error") if from_digest else None)

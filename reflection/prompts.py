@@ -66,8 +66,8 @@ def reflection_messages(
         f"Attempt: {ctx.attempt_number}",
         ctx.failure_type and f"Failure type: {ctx.failure_type.value}",
         ctx.files_modified and "Files modified: " + ", ".join(ctx.files_modified),
-        ctx.preexisting_tests and "Pre-existing failures (failing the same way before the task, not "
-        "caused by this attempt; do not blame the attempt for them): " + ", ".join(ctx.preexisting_tests[:10]),
+        ctx.preexisting_tests and "Known failures (failing the same way before the task, and accepted by "
+        "the user; not caused by this attempt, so do not blame it for them): " + ", ".join(ctx.preexisting_tests[:10]),
         f"Failure digest:\n{ctx.digest}",
         ctx.diff and f"The attempt's diff:\n{cut_block(ctx.diff, DIFF_CHARS)}",
     ]

@@ -205,7 +205,8 @@ class FailureContext(CamelModel):
     # The failures the attempt caused first; `first_error` is the first of those when known.
     failing_tests: list[str] = Field(default_factory=list)
     first_error: str | None = None  # "path:line: Kind: message" of the first failure
-    # Failing tests that failed the same way before the task: not this attempt's doing.
+    # Known failures: failing the same way before the task and accepted by the user (the
+    # loop sends the tests waived in checks.knownFailures); not this attempt's doing.
     preexisting_tests: list[str] = Field(default_factory=list)
     files_modified: list[str] = Field(default_factory=list)
     diff: str = ""  # the attempt's diff, possibly truncated

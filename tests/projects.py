@@ -266,6 +266,13 @@ def do_one_task(repo: Path, *args: str) -> int:
     return do_one_task_main(["--dir", str(repo), *args])
 
 
+def goldenloop(repo: Path, command: str, *args: str) -> int:
+    """`goldenloop COMMAND ... --dir <repo>`, in this process; returns the exit code."""
+    from orchestrator.cli import main
+
+    return main([command, *args, "--dir", str(repo)])
+
+
 def outcome_record(n: int, **extra: object) -> dict[str, Any]:
     """A task's outcome line of reflections.jsonl (a failed one), as the memory commands read it."""
     return {"id": f"R-{n}", "kind": "outcome", "outcome": "failed", "sessionId": "s", "taskId": f"T-{n}",

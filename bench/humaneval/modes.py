@@ -3,7 +3,7 @@
 A fixed-trial protocol, as in the Reflexion paper and Aider's benchmark: a problem gets
 exactly its attempts unless one passes. goldenloop's early stops (plateau, oscillation,
 rolling a worse attempt back) and its judgement calls (preflight, flaky reruns,
-pre-existing failures, routing by failure class) are switched off, so that the modes
+routing by failure class) are switched off, so that the modes
 differ only in what a retry is told. The test-integrity guard stays on: an attempt that
 edits the test file is a failed attempt.
 """
@@ -18,7 +18,6 @@ MAX_ATTEMPTS = 4  # the table's columns: pass rate after attempt 1, 2, 3 and 4
 
 FIXED_TRIALS: dict[str, Any] = {
     "preflight": False,  # the stub fails by construction; nothing to learn from a baseline
-    "ignorePreexistingFailures": False,
     "flakyReruns": 0,  # HumanEval checks are deterministic
     "routeByFailure": False,  # every failure, timeouts included, is reflected on and retried
     "stopOnPlateau": False,

@@ -8,7 +8,7 @@ import time
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from orchestrator.render import HumanLines, JsonLines
+from orchestrator.render import HumanLines, JsonLines, verdict_mark
 from orchestrator.runlog import Event, Listener
 from reflection.meter import Meter
 
@@ -62,7 +62,7 @@ class LiveDisplay(AbstractContextManager):
         elif kind == "attempt_started":
             self.running[task] = f"{event['subtaskId']} attempt {event['attempt']}/{event['of']}"
         elif kind == "verdict":
-            self.last = f"{task}: {'PASS' if event.get('passed') else 'FAIL'} {event.get('summary', '')}"
+            self.last = f"{task}: {verdict_mark(event)} {event.get('summary', '')}"
         elif kind == "reflection":
             self.last = f"{task}: reflection [{event.get('category')}] {event.get('analysis', '')}"
         elif kind == "model_call":

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
+from orchestrator.render import verdict_mark
 from orchestrator.runlog import Event, read_events
 from reflection.fileio import atomic_write
 from reflection.meter import Meter
@@ -93,7 +94,7 @@ def matched(outcomes: Sequence[TaskOutcome], stories: dict[str, list[TaskStory]]
 def _story_line(e: Event) -> str | None:
     kind = e["event"]
     if kind == "verdict":
-        return f"attempt {e.get('attempt')}: {'PASS' if e.get('passed') else 'FAIL'} {e.get('summary', '')}"
+        return f"attempt {e.get('attempt')}: {verdict_mark(e)} {e.get('summary', '')}"
     if kind == "repeat":  # no checks ran: without this line the attempt would be missing from the story
         return f"attempt {e.get('attempt')}: the same code as attempt {e.get('sameAs')}, {e.get('action')}"
     if kind == "edit_failed":

@@ -8,7 +8,11 @@ switched by `retry` in project.json and explained in one line for the run log.
 
 A failure is aimed at what the attempt broke: with a baseline, the failing tests the
 attempt caused lead the summary, the retry's text and what a reflection is told, and the
-tests that were failing the same way before the task are marked as pre-existing.
+tests that were failing the same way before the task come next (they are still the
+task's to fix), and the known failures the user waived come last, marked as such.
+
+Only the user waives a failing test (`checks.knownFailures`, see `waivers.py`): an attempt
+passes when the checks pass, or when every test still failing is one the user waived.
 """
 
 from __future__ import annotations
@@ -21,17 +25,19 @@ from typing import Literal
 from orchestrator.checks.envcheck import environment_error
 from orchestrator.checks.flaky import is_flaky, rerun_failing
 from orchestrator.checks.integrity import DEFAULT_TEST_GLOBS, check_integrity, has_marker, is_test_path
-from orchestrator.checks.preflight import Baseline, FailureSplit, relevant_failures, split_failures
+from orchestrator.checks.preflight import Baseline, FailureSplit, known_failures, split_failures, waived_failures
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import Verdict, verify
+from orchestrator.checks.waivers import Waivers, waive_command
 from orchestrator.config import RetryConfig
 from reflection.digest import error_of_test
 from reflection.schema import FailureType
 from reflection.text import clip_middle, english_list
 
 JudgedOutcome = Literal[
-    "passed", "flaky", "preexisting", "failed", "integrity", "environment", "timeout", "no_change"
+    "passed", "flaky", "waived", "failed", "integrity", "environment", "timeout", "no_change"
 ]
+PASSING_OUTCOMES = ("passed", "flaky", "waived")
 
 
 @dataclass(frozen=True)
@@ -42,13 +48,16 @@ class Judgement:
     reflect: bool = False  # worth a reflection (a model call)
     escalate: bool = False  # no retry can help
     # What a reflection is told about a failed attempt, aimed at what it broke:
-    failing_tests: tuple[str, ...] = ()  # the failures the attempt caused first, pre-existing last
+    failing_tests: tuple[str, ...] = ()  # the failures the attempt caused first, waived ones last
     first_error: str | None = None  # "path:line: Kind: message" of the first failure it caused
-    preexisting: tuple[str, ...] = ()  # failing the same way before the task, not the task's
+    waived: tuple[str, ...] = ()  # known failures the user waived: not the attempt's to fix
+    # Set when the only tests failing are ones that failed the same way before the task:
+    # the attempt fixed none of them, and the user may mean to waive them.
+    only_before: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return self.outcome in ("passed", "flaky", "preexisting")
+        return self.outcome in PASSING_OUTCOMES
 
 
 class Judge:
@@ -61,6 +70,7 @@ class Judge:
         baseline: Baseline | None,
         task_text: str,
         about_tests: bool,
+        waivers: Waivers | None = None,
     ) -> None:
         self.cwd = cwd
         self.checks = checks
@@ -68,6 +78,7 @@ class Judge:
         self.baseline = baseline
         self.task_text = task_text
         self.about_tests = about_tests
+        self.waivers = waivers or Waivers()
 
     async def judge(self, verdict: Verdict, changed: list[str], diff: str) -> Judgement:
         broken = self._integrity(changed, diff)
@@ -78,9 +89,9 @@ class Judge:
         environment = self._environment(verdict)
         if environment:
             return Judgement("environment", environment, failure=environment, escalate=True)
-        waived = self._preexisting(verdict)
+        waived = waived_failures(verdict, self.baseline, self.waivers, self.checks, self.task_text)
         if waived:
-            return Judgement("preexisting", waived)
+            return Judgement("waived", waived_summary(waived), waived=tuple(waived))
         flaky = await self._flaky(verdict)
         if flaky:
             return Judgement("flaky", flaky)
@@ -95,13 +106,9 @@ class Judge:
             reflect=True,
             failing_tests=aim.failing_tests,
             first_error=aim.first_error,
-            preexisting=aim.preexisting,
+            waived=aim.waived,
+            only_before=aim.only_before,
         )
-
-    def headline(self, verdict: Verdict) -> str:
-        """The verdict's one line, naming the first failure the attempt caused rather than the
-        first failing test (which may have been failing before the task)."""
-        return verdict.summary() if verdict.passed else self.aim(verdict).headline
 
     def aim(self, verdict: Verdict) -> Aim:
         """A failed verdict told from the attempt's side: its own failures first."""
@@ -109,35 +116,40 @@ class Judge:
         tests = tuple(digest.failing_tests) if digest else ()
         first_error = digest.first_error if digest else None
         if verdict.failure_type == FailureType.TIMEOUT:  # the hang, not an earlier error, is the news
-            return Aim(verdict.summary(), verdict.summary(), "", tests, first_error, ())
+            return Aim(verdict.summary(), "", tests, first_error, ())
         split = self._split(verdict)
         if split is None:
-            headline = verdict.summary()
-            return Aim(headline, _with_error(headline, tests, first_error), "", tests, first_error, ())
+            return Aim(_with_error(verdict.summary(), tests, first_error), "", tests, first_error, ())
         ordered = tuple(split.ordered)
         if digest is not None and ordered[0] != tests[0]:  # the digest's first error is another test's
             step = verdict.steps[-1]
-            own = split.caused or split.the_task
+            own = split.caused or split.before
             first_error = error_of_test(step.output, own[0], command=step.command) if own else first_error
             digest = digest.model_copy(update={"failing_tests": list(ordered)})
             verdict = verdict.model_copy(update={"digest": digest})  # its summary names ordered[0]
         aimed = verdict.summary()
-        note = f"; {_preexisting_phrase(split.preexisting)}" if split.preexisting else ""
+        note = "".join(f"; {phrase}" for phrase in _split_phrases(split))
+        complete = not split.caused and self._all_known(verdict)
         return Aim(
-            headline=aimed + note,
             summary=_with_error(aimed, ordered, first_error) + note,
             lead=_lead(split, first_error),
             failing_tests=ordered,
             first_error=first_error,
-            preexisting=tuple(split.preexisting),
+            waived=tuple(split.waived),
+            only_before=tuple(split.before) if complete else (),
         )
 
     def _split(self, verdict: Verdict) -> FailureSplit | None:
         """The attempt's failing tests by cause; None when there is nothing to tell apart."""
-        if self.baseline is None or verdict.passed or verdict.digest is None:
+        if verdict.passed or verdict.digest is None or (self.baseline is None and not self.waivers):
             return None
-        split = split_failures(verdict, self.baseline, self.task_text)
-        return split if split.the_task or split.preexisting else None
+        split = split_failures(verdict, self.baseline, self.task_text, self.waivers)
+        return split if split.before or split.waived else None
+
+    def _all_known(self, verdict: Verdict) -> bool:
+        """Every failing test is named and every check ran: nothing else may be wrong."""
+        covered = [(s.kind, s.command) for s in verdict.steps] == self.checks.steps
+        return covered and known_failures(verdict)[1]
 
     def touches_tests(self, changed: list[str]) -> bool:
         """Whether the integrity check will want the attempt's diff: a test file changed, or
@@ -161,17 +173,12 @@ class Judge:
             return None
         return environment_error(verdict.steps[-1], root=self.cwd, task_text=self.task_text)
 
-    def _preexisting(self, verdict: Verdict) -> str | None:
-        if not (self.retry.ignore_preexisting_failures and self.baseline):
-            return None
-        relevant = relevant_failures(verdict, self.baseline, self.task_text)
-        if not relevant.decisive:
-            return None
-        return f"passed apart from {len(relevant.ignored)} pre-existing failure(s) unrelated to the task"
-
     async def _flaky(self, verdict: Verdict) -> str | None:
         if verdict.failure_type != FailureType.TEST_FAILURE:
             return None
+        failing = verdict.digest.failing_tests if verdict.digest else []
+        if self.baseline and any(t in self.baseline.failing_tests for t in failing):
+            return None  # it failed before the change too: no sign of chance, a pass must be earned
         for _ in range(self.retry.flaky_reruns):
             rerun = await rerun_failing(self.cwd, verdict, self.checks)
             if not is_flaky(verdict, rerun):
@@ -199,12 +206,12 @@ class Judge:
 class Aim:
     """A failed verdict told from the attempt's side (see `Judge.aim`)."""
 
-    headline: str  # the verdict's line, naming the attempt's first failure
-    summary: str  # the headline with that failure's error: the attempt's record
+    summary: str  # the verdict's line, naming the attempt's first failure and its error
     lead: str  # the lines put before the digest in the retry's text; "" when nothing to mark
     failing_tests: tuple[str, ...]
     first_error: str | None
-    preexisting: tuple[str, ...]
+    waived: tuple[str, ...]
+    only_before: tuple[str, ...] = ()
 
 
 LISTED = 10  # test ids named in one line of the retry's text
@@ -216,9 +223,36 @@ def _ids(tests: list[str]) -> str:
     return ", ".join(tests[:LISTED]) + more
 
 
-def _preexisting_phrase(tests: list[str]) -> str:
-    shown = english_list(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
-    return f"{len(tests)} pre-existing (failing before the task too): {shown}"
+def _few(tests: list[str] | tuple[str, ...]) -> str:
+    return english_list(list(tests[:3])) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+
+
+def _split_phrases(split: FailureSplit) -> list[str]:
+    phrases = []
+    if split.before and not split.caused:  # the headline names them: every failure is an old one
+        phrases.append("failing before the task too: still to fix")
+    elif split.before:
+        phrases.append(f"{len(split.before)} failing before the task too, still to fix: {_few(split.before)}")
+    if split.waived:
+        phrases.append(f"{len(split.waived)} waived as known: {_few(split.waived)}")
+    return phrases
+
+
+def waived_summary(waived: list[str]) -> str:
+    """The verdict of an attempt that passed apart from the failures the user waived."""
+    return f"passed apart from {len(waived)} known failure(s) waived in checks.knownFailures: {_few(waived)}"
+
+
+def still_failing_sentence(task_id: str, tests: tuple[str, ...], waivers: Waivers) -> str:
+    """Why a task whose only failures were there before it is blocked, and what the user can do."""
+    unwaived = tuple(t for t in tests if waivers.entry_for(t) is None)
+    if not unwaived:  # waived, but the task names them: it is about them
+        return (f"{len(tests)} test(s) the task names still fail as before the task: {_few(tests)}; they are "
+                f"waived in checks.knownFailures, but not for a task about them: `goldenloop reopen {task_id}` "
+                "tries again")
+    return (f"{len(tests)} test(s) failing before the task still fail: {_few(tests)}; if they are known "
+            f"failures the task need not fix, waive them with `{waive_command(unwaived)}` and run "
+            f"`goldenloop reopen {task_id}`, else `goldenloop reopen {task_id}` tries again")
 
 
 def _with_error(line: str, tests: tuple[str, ...], first_error: str | None) -> str:
@@ -236,12 +270,15 @@ def _lead(split: FailureSplit, first_error: str | None) -> str:
         lines.append(f"New failures, caused by this attempt (fix these first): {_ids(split.caused)}")
         if first_error:
             lines.append(f"  {first_error}")
-    if split.the_task:
-        lines.append(f"Failing before the task too, and the task is about them: {_ids(split.the_task)}")
-    if split.preexisting:
+    if split.before:
         lines.append(
-            "Pre-existing failures (failing the same way before the task; not caused by this attempt "
-            f"and not this task's, so leave them alone): {_ids(split.preexisting)}"
+            "Failing before the task too, and still failing: the task is done only when they pass "
+            f"(make them pass): {_ids(split.before)}"
+        )
+    if split.waived:
+        lines.append(
+            "Known failures the user waived (checks.knownFailures): they do not block the task; "
+            f"leave them alone: {_ids(split.waived)}"
         )
     lines.append("The digest below lists every failure in the order the tests ran.")
     return "\n".join(lines) + "\n\n"

@@ -7,20 +7,19 @@ The baseline answers two questions the golden loop cannot answer afterwards:
   before a model is paid to try. So is a command that runs past the time limit on the
   untouched tree: every attempt would be killed by the same limit and blamed for a hang
   it did not cause.
-- Which tests already fail? A test that fails on the untouched tree and that the task
-  is not about is not the attempt's fault. `relevant_failures` separates what an
-  attempt broke (or was asked to fix) from what was broken before it started.
+- Which tests already fail? The first prompt names them, and `split_failures` tells
+  what an attempt broke from what was broken before it started, so that a retry and a
+  reflection are pointed at the right thing.
 
 Unlike `verify`, which stops at the first failing step, preflight runs every command
 (typecheck commands first, then test commands), so the baseline's list of failing tests
 covers every test command even when a typecheck or an earlier test command fails.
 
-Judging is conservative: a failing test is ignored only when it is known by id to have
-failed at baseline, still fails the same way (see `fails_as_before`), the task does not
-mention it, and the attempt's own list of failing tests is provably complete (see
-`known_failures`). Crashes, timeouts, typecheck
-failures, collection errors and lists the runner's counts do not match never get an
-attempt waved through.
+A test failing before the task is still the task's to fix: a baseline explains a
+failure, it never excuses one. Only the user waives a failing test (`checks.knownFailures`,
+see `waivers.py`), and even then only when the attempt's list of failing tests is provably
+complete (see `known_failures`): crashes, timeouts, typecheck failures, collection errors
+and lists the runner's counts do not match never get an attempt waved through.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from orchestrator.checks.envcheck import environment_error, mentions
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import CommandResult, Verdict, verify
+from orchestrator.checks.waivers import Waivers
 from reflection.digest import normalise
 from reflection.schema import FailureType
 
@@ -65,15 +65,6 @@ class Baseline(BaseModel):
     def commands(self) -> list[tuple[str, str]]:
         """(kind, command) of every configured check, in the order they ran."""
         return [(step.kind, step.command) for step in self.verdict.steps]
-
-
-class RelevantFailures(BaseModel):
-    """Which of an attempt's failing tests count against it."""
-
-    counted: list[str]  # new failures, and baseline failures the task is about
-    ignored: list[str]  # failed at baseline too, and the task does not mention them
-    decisive: bool  # True: the failure is fully explained by ignored tests: treat as passed
-    reason: str  # one line for the run log
 
 
 async def preflight(
@@ -224,83 +215,62 @@ def known_failures(verdict: Verdict) -> tuple[frozenset[str], bool]:
     return tests, complete
 
 
-def relevant_failures(verdict: Verdict, baseline: Baseline, task_text: str) -> RelevantFailures:
-    """Split an attempt's failing tests into those that count against it and those that don't.
+def waived_failures(
+    verdict: Verdict, baseline: Baseline | None, waivers: Waivers, checks: CheckSettings, task_text: str
+) -> list[str]:
+    """The failing tests, when every one of them is a known failure the user waived; else [].
 
-    A failing test is ignored when it failed at baseline, fails the same way now, and the
-    task text does not mention it (by id, function name, what it tests, or file). `decisive` is True only when the
-    verdict's whole failure is made of ignored tests: its failing-test list is complete
-    and its commands are the baseline's, all of them, so nothing after the failing step
-    went unchecked. Then the attempt may be treated as passing.
+    Only then may a failed verdict count as passing, and only when nothing went unseen:
+    the list of failing tests is complete (see `known_failures`) and every configured
+    check ran, so no later command was skipped by the failing one.
     """
-    if verdict.passed:
-        return RelevantFailures(counted=[], ignored=[], decisive=False, reason="the checks passed")
-    digest = verdict.digest
-    ordered = list(digest.failing_tests) if digest else []
+    if verdict.passed or not waivers:
+        return []
     _, complete = known_failures(verdict)
-    if not complete:
-        reason = "the failing tests are not fully known (crash, timeout, typecheck or partial list)"
-        return RelevantFailures(counted=ordered, ignored=[], decisive=False, reason=reason)
-    messages = failure_messages(verdict.steps[-1].output) if verdict.steps else {}
-    ignored = [
-        t
-        for t in ordered
-        if t in baseline.failing_tests
-        and fails_as_before(t, verdict, messages, baseline)
-        and not about_task(t, task_text)
-    ]
-    counted = [t for t in ordered if t not in ignored]
-    covered = [(s.kind, s.command) for s in verdict.steps] == baseline.commands
-    decisive = not counted and bool(ignored) and covered
-    return RelevantFailures(
-        counted=counted,
-        ignored=ignored,
-        decisive=decisive,
-        reason=_reason(counted, ignored, covered),
-    )
+    covered = [(s.kind, s.command) for s in verdict.steps] == checks.steps
+    split = split_failures(verdict, baseline, task_text, waivers)
+    if not (complete and covered) or split.caused or split.before:
+        return []
+    return split.waived
 
 
 class FailureSplit(BaseModel):
     """An attempt's failing tests by who caused them, each group in the runner's order."""
 
     caused: list[str]  # not failing at baseline, or failing another way now: the attempt's
-    the_task: list[str]  # failing the same way at baseline, and the task is about them
-    preexisting: list[str]  # failing the same way at baseline, and not the task's business
+    before: list[str]  # failing the same way at baseline and not waived: still the task's to fix
+    waived: list[str]  # known failures the user waived (checks.knownFailures)
 
     @property
     def ordered(self) -> list[str]:
-        """What the attempt broke first, the task's own next, the pre-existing ones last."""
-        return [*self.caused, *self.the_task, *self.preexisting]
+        """What the attempt broke first, what was failing before next, the waived ones last."""
+        return [*self.caused, *self.before, *self.waived]
 
 
-def split_failures(verdict: Verdict, baseline: Baseline, task_text: str) -> FailureSplit:
-    """Which of an attempt's failing tests it caused, and which were failing before it.
+def split_failures(verdict: Verdict, baseline: Baseline | None, task_text: str, waivers: Waivers) -> FailureSplit:
+    """Which of an attempt's failing tests it caused, which were failing before it, and
+    which the user waived. Tests failing before that the task names come first among
+    those, so that a retry starts with what the task is about.
 
-    Unlike `relevant_failures` this needs no complete list of failures: it decides what a
-    retry and a reflection are pointed at first, never whether an attempt passes.
+    A waived test that passed at baseline was broken by the attempt: it counts as caused.
+    A waived test the task names (by id or function) is the task's to fix: not waived for it.
     """
     digest = verdict.digest
     tests = list(digest.failing_tests) if digest and not verdict.passed else []
     messages = failure_messages(verdict.steps[-1].output) if verdict.steps else {}
-    before = {
-        t for t in tests if t in baseline.failing_tests and fails_as_before(t, verdict, messages, baseline)
-    }
-    return FailureSplit(
-        caused=[t for t in tests if t not in before],
-        the_task=[t for t in tests if t in before and about_task(t, task_text)],
-        preexisting=[t for t in tests if t in before and not about_task(t, task_text)],
-    )
 
+    def failed_before(test: str) -> bool:
+        return baseline is not None and test in baseline.failing_tests
 
-def _reason(counted: list[str], ignored: list[str], covered: bool) -> str:
-    if counted:
-        return (
-            f"{len(counted)} failing test(s) are new, failing another way, or the task's; "
-            f"{len(ignored)} pre-existing"
-        )
-    if not covered:
-        return "only pre-existing failures, but later checks did not run"
-    return f"only pre-existing failures ({len(ignored)}) unrelated to the task"
+    def as_before(test: str) -> bool:
+        return failed_before(test) and fails_as_before(test, verdict, messages, baseline)  # type: ignore[arg-type]
+
+    waived = [t for t in tests if waivers.entry_for(t) and (baseline is None or failed_before(t))
+              and not names_test(t, task_text)]
+    before = [t for t in tests if t not in waived and as_before(t)]
+    before.sort(key=lambda t: not about_task(t, task_text))  # stable: the runner's order otherwise
+    return FailureSplit(caused=[t for t in tests if t not in waived and t not in before], before=before,
+                        waived=waived)
 
 
 # "make the tests pass", "fix the failing tests": a task about every failing test.
@@ -319,6 +289,12 @@ def about_task(test_id: str, task_text: str) -> bool:
         function = re.sub(r"\[.*\]$", "", test_id.split("::")[-1])
         return any(mentions(task_text, name) for name in (test_id, function, _tested_name(function)))
     return any(mentions(task_text, name) for name in _test_names(test_id))
+
+
+def names_test(test_id: str, task_text: str) -> bool:
+    """The task names this very test: its id or its function (`test_other`, `TestParse`)."""
+    function = test_id.split("::")[-1] if "::" in test_id else test_id.split("/")[0]  # pytest, cargo; go
+    return mentions(task_text, test_id) or mentions(task_text, re.sub(r"\[.*\]$", "", function))
 
 
 def _names_tests_of_its_file(test_id: str, task_text: str) -> bool:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from orchestrator.checks.review import Review
     from orchestrator.checks.verify import Verdict
 
-PASSING = ("passed", "flaky", "preexisting")
+PASSING = ("passed", "flaky", "waived", "preexisting")  # preexisting: written by older versions
 
 log = logging.getLogger("goldenloop.history")
 

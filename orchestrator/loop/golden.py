@@ -15,6 +15,7 @@ import time
 
 from orchestrator.checks.convergence import StopReason
 from orchestrator.checks.preflight import Baseline, preflight
+from orchestrator.checks.waivers import Waivers
 from orchestrator.journal import EarlySessions
 from orchestrator.loop.decompose import decompose, is_small
 from orchestrator.loop.learn import notes_for, reflect_on_task
@@ -57,6 +58,7 @@ class GoldenLoop:
         plan = await self._plan(task)
         commits: list[str] = [s.commit for s in plan.subtasks if s.commit]
         outcome = None
+        waived: dict[str, None] = {}  # known failures still failing when a subtask passed, in order
         notes = notes_for(p, task)
         for subtask in plan.subtasks:
             if subtask.status == "done":
@@ -70,8 +72,11 @@ class GoldenLoop:
                 break
             if result.commit:
                 commits.append(result.commit)
+            waived |= dict.fromkeys(result.waived)
         if outcome is None:
             reason = f"all {len(plan.subtasks)} subtask(s) passed verification"
+            if waived:  # the user's waiver, said wherever the task's end is shown
+                reason += f", apart from known failures waived in checks.knownFailures: {', '.join(waived)}"
             p.board.close(task.id, reason, commits)
             p.runlog.event("task_closed", taskId=task.id, commits=commits, reason=reason)
             outcome = TaskOutcome(task.id, "closed", reason, stop_reason=StopReason.PASSED)
@@ -103,6 +108,7 @@ class GoldenLoop:
             taskId=task.id,
             passed=baseline.verdict.passed,
             failingAtBaseline=sorted(baseline.failing_tests),
+            waivedAtBaseline=Waivers.of(c.checks_config.known_failures).waived(sorted(baseline.failing_tests)),
             complete=baseline.complete,
             environmentError=baseline.environment_error,
             durationS=round(baseline.duration_s, 3),

@@ -37,3 +37,4 @@ class SubtaskResult:
     commit: str | None = None
     escalation: Path | None = None
     stop_reason: StopReason | None = None
+    waived: tuple[str, ...] = ()  # known failures the user waived that still failed when it passed

@@ -30,7 +30,10 @@ SubtaskStatus = Literal["pending", "in_progress", "done", "failed"]
 # prompt, it changed the user's uncommitted files).
 # "reviewed": it passed the checks, but the review asked for a revision or preferred
 # another passing attempt; it is no failure.
-AttemptOutcome = Literal[JudgedOutcome, Literal["edit_failed", "repeat", "model_refused", "user_files", "reviewed"]]
+# "preexisting": older versions passed an attempt over failures they guessed were not the
+# task's; kept so that their plans still load.
+AttemptOutcome = Literal[JudgedOutcome, Literal["edit_failed", "repeat", "model_refused", "user_files", "reviewed",
+                                                "preexisting"]]
 
 
 class AttemptRecord(CamelModel):

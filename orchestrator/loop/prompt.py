@@ -77,17 +77,34 @@ def attempt_prompt(
     return "\n\n".join(parts)
 
 
-def checks_block(commands: Sequence[str], failing: Sequence[str]) -> str:
+def checks_block(commands: Sequence[str]) -> str:
     """For an agent that explores the repository itself: how its work will be judged."""
     if not commands:
         return ""
     lines = ["## How the work is checked", "These commands must pass when you are done:"]
     lines += [f"- `{c}`" for c in commands]
-    if failing:
-        shown = sorted(failing)[:10]
-        more = f" (and {len(failing) - len(shown)} more)" if len(failing) > len(shown) else ""
-        lines.append("Failing before any change" + more + ": " + ", ".join(shown))
     return "\n".join(lines)
+
+
+LISTED = 10  # test ids named in one line
+
+
+def baseline_block(failing: Sequence[str], waived: Sequence[str]) -> str:
+    """What failed before any change: the task must leave it passing, unless the user waived it."""
+    if not (failing or waived):
+        return ""
+    lines = ["## Tests failing before any change"]
+    if failing:
+        lines += [f"These tests fail on the repository as it is now: {_listed(failing)}.",
+                  "The task is done only when they pass: your change must make them pass."]
+    if waived:
+        lines.append(f"Known failures the user waived (they need not pass; leave them alone): {_listed(waived)}.")
+    return "\n".join(lines)
+
+
+def _listed(tests: Sequence[str]) -> str:
+    more = f" (and {len(tests) - LISTED} more)" if len(tests) > LISTED else ""
+    return ", ".join(tests[:LISTED]) + more
 
 
 def start_over(number: int, failure: str, *, by: int | None = None) -> str:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the outcome model is built when a task ends, not at start-u
 _PATH = re.compile(r"[\w./-]+\.\w{1,6}\b")  # a file named in a task's text: calc.py, src/app.ts
 # How an attempt that ended before or beside a verdict failed, in the outcome's words.
 CHANGE_BYTES, CHANGE_LINES = 8_000, 6  # of a passing fix kept in its success procedure
-WAIVED = ("preexisting", "flaky")  # judged passing, with failures that were not the attempt's
+WAIVED = ("waived", "flaky", "preexisting")  # judged passing with failures waived (preexisting: older versions)
 _KINDS = {"edit_failed": "edit", "user_files": "touched_user_files", "repeat": "repeat",
           "model_refused": "model_refused"}
 
@@ -169,7 +169,7 @@ def _story(p: LoopParts, memory: ProjectMemory, task: Task, plan: SubtaskPlan, o
     from reflection.outcome import TaskStory
 
     attempts = [story for subtask in plan.subtasks for story in _attempts(p, memory, subtask)]
-    # Passed with failures waived (pre-existing, or flaky on a rerun): a partial success.
+    # Passed with failures waived (known failures the user listed, or flaky on a rerun): a partial success.
     waived = tuple(a.summary for s in plan.subtasks if s.status == "done" for a in s.attempts[-1:]
                    if a.outcome in WAIVED)
     return TaskStory(

@@ -24,10 +24,11 @@ import anyio
 
 from orchestrator.budget import BudgetExceeded
 from orchestrator.checks.convergence import AttemptScore, Decision, ProgressTracker, StopReason
-from orchestrator.checks.judge import Judge, Judgement
+from orchestrator.checks.judge import PASSING_OUTCOMES, Judge, Judgement, still_failing_sentence
 from orchestrator.checks.preflight import Baseline
 from orchestrator.checks.review import Review, review_block
 from orchestrator.checks.verify import Verdict, verify
+from orchestrator.checks.waivers import Waivers
 from orchestrator.config import ProjectConfig
 from orchestrator.executors import ExecutionRequest, ExecutionResult
 from orchestrator.journal import Heartbeat, Journal
@@ -37,7 +38,7 @@ from orchestrator.loop.escalation import AttemptSnapshot, write_packet
 from orchestrator.loop.outcome import SubtaskResult
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import AttemptOutcome, AttemptRecord, Subtask, SubtaskPlan
-from orchestrator.loop.prompt import LastAttempt, attempt_prompt, checks_block, start_over
+from orchestrator.loop.prompt import LastAttempt, attempt_prompt, baseline_block, checks_block, start_over
 from orchestrator.loop.remember import lessons_for, record_use, remember_decision
 from orchestrator.loop.user_files import UserFiles
 from orchestrator.processes import escaped, escaped_pids, session_started
@@ -74,7 +75,8 @@ class SubtaskRun:
         c = parts.config
         self.max_attempts = c.reflexion.max_retries + 1
         self.baseline = baseline
-        self.judge = Judge(parts.repo.root, c.checks, c.retry, baseline=baseline,
+        self.waivers = Waivers.of(c.checks_config.known_failures)
+        self.judge = Judge(parts.repo.root, c.checks, c.retry, baseline=baseline, waivers=self.waivers,
                            task_text=task_text(task), about_tests=subtask.about_tests)
         r = c.retry
         self.tracker = ProgressTracker(plateau_window=r.plateau_window, stop_on_plateau=r.stop_on_plateau,
@@ -96,6 +98,7 @@ class SubtaskRun:
         self.patches: dict[int, str] = {}  # attempt -> its tree, as a binary patch against the base
         self.failed_states: dict[str, int] = {}  # tree hash -> the failed attempt that left it
         self.failures: dict[int, str] = {}  # attempt -> what its retry was told
+        self.judgements: dict[int, Judgement] = {}  # attempt -> how its verdict was judged
         self.scores: dict[int, AttemptScore] = {}  # attempt -> as the tracker saw it
         self.decision: Decision | None = None  # the tracker's last word
         self.previous_signature: str | None = None
@@ -209,17 +212,16 @@ class SubtaskRun:
 
     async def judge_attempt(self, executed: ExecutionResult, started: float, diff: str) -> SubtaskResult | None:
         verdict = await verify(self.p.repo.root, self.p.config.checks)
-        self.log_verdict(verdict)
         judged = await self.judge.judge(verdict, self.changed, diff)
         if judged.passed and not self.changed and not self.task.verification_only:
             judged = Judgement("no_change", NO_CHANGE, failure=NO_CHANGE)
-        if judged.outcome not in ("passed", "failed"):
-            self.event("judged", attempt=self.attempt, outcome=judged.outcome, summary=judged.summary)
+        self.judgements[self.attempt] = judged
+        self.log_verdict(verdict, judged)
         if judged.passed:
             self.current_patch = self.current_patch if self.current_patch is not None else await self.snapshot()
             if self.p.review is not None and self.changed:
                 return await self.reviewed(verdict, judged, executed, started)
-            result = await self.accept(judged.summary)
+            result = await self.accept(judged.summary, judged.waived)
             self.record(judged.outcome, judged.summary, started, verdict, executed=executed)
             return result
         if self.passing:  # a revision that broke the checks: the passing version stands
@@ -227,11 +229,11 @@ class SubtaskRun:
             return await self.keep_passing(f"the revision failed its checks ({judged.summary})")
         return await self.failed(verdict, judged, executed, started, diff or await self.diff())
 
-    async def accept(self, summary: str) -> SubtaskResult:
+    async def accept(self, summary: str, waived: tuple[str, ...] = ()) -> SubtaskResult:
         sha = await self.commit()
         self.subtask.status, self.subtask.commit, self.subtask.convergence = "done", sha, StopReason.PASSED
         self.save()
-        return SubtaskResult("passed", summary, commit=sha, stop_reason=StopReason.PASSED)
+        return SubtaskResult("passed", summary, commit=sha, stop_reason=StopReason.PASSED, waived=waived)
 
     # -- the review gate ----------------------------------------------------------------
 
@@ -255,7 +257,7 @@ class SubtaskRun:
             if not review.evaluation.satisfactory:  # kept, yet short of the bar: no revision is left
                 self.event("review_accepted_low", attempt=self.attempt, score=round(review.score, 4),
                            threshold=settings.success_threshold, why="no revision left")
-            result = await self.accept(summary)
+            result = await self.accept(summary, judged.waived)
             self.record(judged.outcome, summary, started, verdict, executed=executed)
             return result
         self.record("reviewed", summary, started, verdict, executed=executed)
@@ -278,7 +280,8 @@ class SubtaskRun:
         self.changed = await self.changed_files()
         self.event("review_kept_best", attempt=self.attempt, kept=best.iteration, reason=why,
                    score=round(best.evaluation.overall_score, 4))
-        return await self.accept(f"attempt {best.iteration} kept: {why}")
+        kept = self.judgements.get(best.iteration)
+        return await self.accept(f"attempt {best.iteration} kept: {why}", kept.waived if kept else ())
 
     def _version(self, evaluation: ReflectionEvaluation) -> ReflectionVersion:
         return ReflectionVersion(iteration=self.attempt, output="", evaluation=evaluation,
@@ -413,6 +416,8 @@ class SubtaskRun:
                                               failure=self.failures.get(same_as, "")))
         self.patches[n] = self.patches.get(same_as, "")
         self.failures[n] = self.failures.get(same_as, "")
+        if same_as in self.judgements:  # the same code fails the same way
+            self.judgements[n] = self.judgements[same_as]
         await self.roll_back_to(None)  # the next attempt starts over, too
         self.start = None
         if same_as in self.scores:
@@ -457,7 +462,7 @@ class SubtaskRun:
         return await self.reflect(
             failure_type=verdict.failure_type, digest=judged.failure or digest.text,
             error_signature=digest.signature, failing_tests=list(judged.failing_tests),
-            first_error=judged.first_error, preexisting_tests=list(judged.preexisting), diff=diff,
+            first_error=judged.first_error, preexisting_tests=list(judged.waived), diff=diff,
             previous_signature=self.previous_signature,
         )
 
@@ -502,7 +507,10 @@ class SubtaskRun:
         memory = self.p.memory
         c = self.p.config
         checks = "" if c.executor.kind == "builtin" else checks_block(  # an agent finds its own way: say the goal
-            [*c.typecheck_commands, *c.test_commands], self.baseline.failing_tests if self.baseline else ())
+            [*c.typecheck_commands, *c.test_commands])
+        failing = sorted(self.baseline.failing_tests) if self.baseline else []
+        before = baseline_block([t for t in failing if not self.waivers.entry_for(t)], self.waivers.waived(failing))
+        checks = "\n\n".join(part for part in (checks, before) if part)
         return attempt_prompt(self.task, self.plan, self.subtask, last=last, reflections=block, notes=self.notes,
                               checks=checks,
                               lessons=self.lessons if self.attempt == 1 else "",
@@ -522,8 +530,13 @@ class SubtaskRun:
             await self.restore()
         s.status, s.convergence = "failed", why
         self.save()
-        reason = (f"subtask {s.id} stopped ({why.value}) after {self.attempt} attempt(s); "
-                  f"last: {s.last_failure_reason}; see {packet.relative_to(p.project_dir)}")
+        # The last judged tree: an attempt whose reply was not applied left it as it was.
+        last = self.judgements[max(self.judgements)] if self.judgements else None
+        if last is not None and last.only_before and why != StopReason.ENVIRONMENT:
+            reason = f"{still_failing_sentence(self.task.id, last.only_before, self.waivers)} (see {packet.relative_to(p.project_dir)})"
+        else:
+            reason = (f"subtask {s.id} stopped ({why.value}) after {self.attempt} attempt(s); "
+                      f"last: {s.last_failure_reason}; see {packet.relative_to(p.project_dir)}")
         self.event("escalated", convergence=why, packet=str(packet), restored=restored, reason=reason)
         return SubtaskResult("escalated", reason, escalation=packet, stop_reason=why)
 
@@ -612,7 +625,7 @@ class SubtaskRun:
 
     def keep_history(self, record: AttemptRecord, verdict: Verdict | None) -> None:
         """The attempt as a version of the Reflection pattern, with its patch, on disk."""
-        review = self.review if record.outcome in ("passed", "reviewed", "flaky", "preexisting") else None
+        review = self.review if record.outcome in (*PASSING_OUTCOMES, "reviewed") else None
         version = attempt_version(record, verdict, review, spent=self.p.meter.since(self.spent),
                                   asked=self.applying, subtask=self.subtask)
         version.extra.update(self.agent_run)
@@ -622,10 +635,11 @@ class SubtaskRun:
         except OSError as exc:  # the journey is for humans: a full disk must not stop the loop
             self.event("history_failed", attempt=self.attempt, error=str(exc))
 
-    def log_verdict(self, verdict: Verdict) -> None:
-        self.event("verdict", attempt=self.attempt, passed=verdict.passed, failureType=verdict.failure_type,
-                   summary=self.judge.headline(verdict),  # its own failures first, not pre-existing ones
-                   testsPassed=verdict.tests_passed, testsFailed=verdict.tests_failed,
+    def log_verdict(self, verdict: Verdict, judged: Judgement) -> None:
+        """The attempt's one verdict: the checks as judged, as every view shows it."""
+        self.event("verdict", attempt=self.attempt, outcome=judged.outcome, passed=judged.passed,
+                   checksPassed=verdict.passed, failureType=verdict.failure_type, summary=judged.summary,
+                   waived=list(judged.waived), testsPassed=verdict.tests_passed, testsFailed=verdict.tests_failed,
                    errorSignature=verdict.digest.signature if verdict.digest else None,
                    durationS=round(verdict.duration_s, 3), filesChanged=self.changed)
 

@@ -1,4 +1,4 @@
-"""preflight, relevant_failures and flaky reruns: real pytest runs in tmp dirs.
+"""preflight, waived_failures, split_failures and flaky reruns: real pytest runs in tmp dirs.
 
 Each real pytest subprocess costs a fraction of a second, so the judging rules that
 need no process (conservative cases, name matching, error wording) run on verdicts
@@ -20,11 +20,13 @@ from orchestrator.checks.preflight import (
     Baseline,
     about_task,
     preflight,
-    relevant_failures,
     split_failures,
+    waived_failures,
 )
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import CommandResult, Kind, Verdict, verify
+from orchestrator.checks.waivers import Waivers
+from orchestrator.config import KnownFailure
 from reflection.digest import make_digest
 from reflection.schema import FailureType
 
@@ -198,8 +200,15 @@ SUITE = """
 """
 
 
+def waivers(*tests: str) -> Waivers:
+    return Waivers.of(KnownFailure(test=t) for t in tests)
+
+
+ONE_PYTEST = CheckSettings(tests=(PYTEST,))
+
+
 @pytest.mark.anyio
-async def test_only_new_failures_count_and_preexisting_ones_alone_are_decisive(
+async def test_a_failure_from_before_the_task_is_never_waived_unless_the_user_listed_it(
     tmp_path: Path,
 ) -> None:
     _write(tmp_path, {"calc.py": CALC, "test_calc.py": SUITE})
@@ -207,39 +216,36 @@ async def test_only_new_failures_count_and_preexisting_ones_alone_are_decisive(
     assert baseline.environment_error is None
     assert baseline.failing_tests == {"test_calc.py::test_known_bug"} and baseline.complete
 
-    (tmp_path / "calc.py").write_text(BROKEN_CALC)  # an attempt that breaks test_add
-    broken = await _verify(tmp_path)
-    judged = relevant_failures(broken, baseline, "Document the project in README")
-    # test_known_bug fails another way now (add(0.1, 0.2) is -0.1): the attempt's doing.
-    assert sorted(judged.counted) == ["test_calc.py::test_add", "test_calc.py::test_known_bug"]
-    assert judged.ignored == []
-    assert not judged.decisive
-
     (tmp_path / "calc.py").write_text(CALC + "\n# documented\n")  # leaves only the old bug
     unchanged = await _verify(tmp_path)
     assert not unchanged.passed
-    judged = relevant_failures(unchanged, baseline, "Document the project in README")
-    assert judged.counted == [] and judged.ignored == ["test_calc.py::test_known_bug"]
-    assert judged.decisive
+    # Failing before the task, failing the same way now, the task names nothing: still the task's.
+    assert waived_failures(unchanged, baseline, Waivers(), ONE_PYTEST, "x") == []
+    split = split_failures(unchanged, baseline, "Document the project in README", Waivers())
+    assert (split.caused, split.before, split.waived) == ([], ["test_calc.py::test_known_bug"], [])
+    # The user waived it: then, and only then, the attempt passes apart from it.
+    listed = waivers("test_calc.py::test_known_bug")
+    assert waived_failures(unchanged, baseline, listed, ONE_PYTEST, "x") == ["test_calc.py::test_known_bug"]
 
-    # When the task is about the failing test, it counts against the attempt.
-    task = "Fix test_known_bug: floats are compared exactly"
-    judged = relevant_failures(unchanged, baseline, task)
-    assert judged.counted == ["test_calc.py::test_known_bug"] and not judged.decisive
+    (tmp_path / "calc.py").write_text(BROKEN_CALC)  # an attempt that breaks test_add as well
+    broken = await _verify(tmp_path)
+    assert waived_failures(broken, baseline, listed, ONE_PYTEST, "x") == []
+    split = split_failures(broken, baseline, "Document the project in README", listed)
+    assert (split.caused, split.waived) == (["test_calc.py::test_add"], ["test_calc.py::test_known_bug"])
 
 
 @pytest.mark.anyio
-async def test_a_preexisting_failure_that_now_fails_another_way_counts(tmp_path: Path) -> None:
-    _write(tmp_path, {"calc.py": BROKEN_CALC, "test_calc.py": SUITE})
+async def test_a_waived_test_that_passed_before_the_task_counts_when_the_attempt_breaks_it(tmp_path: Path) -> None:
+    _write(tmp_path, {"calc.py": CALC, "test_calc.py": SUITE})
     baseline = await _baseline(tmp_path)
-    assert "test_calc.py::test_add" in baseline.failing_tests  # assert -1 == 5
-
-    # A wrong "fix" that is still wrong must not pass as "only pre-existing failures".
-    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a * b\n")
-    wrong = await _verify(tmp_path)
-    judged = relevant_failures(wrong, baseline, "Tidy the module docstrings")
-    assert "test_calc.py::test_add" in judged.counted
-    assert not judged.decisive
+    (tmp_path / "calc.py").write_text(BROKEN_CALC)
+    broken = await _verify(tmp_path)
+    everything = waivers("test_calc.py")  # a whole file waived: its known failure, not new ones
+    assert waived_failures(broken, baseline, everything, ONE_PYTEST, "x") == []
+    split = split_failures(broken, baseline, "x", everything)
+    assert split.caused == ["test_calc.py::test_add"]
+    # Without a baseline there is nothing to tell known from new: the user's word stands.
+    assert sorted(waived_failures(broken, None, everything, ONE_PYTEST, "x")) == sorted(broken.digest.failing_tests)
 
 
 PRE = "test_calc.py::test_known_bug"
@@ -280,37 +286,66 @@ SHORT = f"=== short test summary info ===\nFAILED {PRE} - assert 0.3 == 0.3\n"
         (_failed("Segmentation fault (core dumped)\n", exit_code=139), "a crash"),
     ],
 )
-def test_nothing_is_ignored_when_the_failing_tests_are_not_fully_known(
-    verdict: Verdict, why: str
-) -> None:
-    judged = relevant_failures(verdict, _known_bug_baseline(), "Document calc.add")
-    assert judged.ignored == [], why
-    assert not judged.decisive, why
+def test_nothing_is_waived_when_the_failing_tests_are_not_fully_known(verdict: Verdict, why: str) -> None:
+    checks = CheckSettings(typecheck=("pytest",)) if verdict.steps[0].kind == "typecheck" else CheckSettings(
+        tests=("pytest",))
+    assert waived_failures(verdict, _known_bug_baseline(), waivers(PRE, "*"), checks, "x") == [], why
 
 
-def test_a_preexisting_failure_is_not_decisive_when_later_checks_did_not_run() -> None:
+def test_a_waived_failure_is_not_enough_when_later_checks_did_not_run() -> None:
     verdict = _failed(SHORT + "1 failed in 0.1s\n")
-    assert relevant_failures(verdict, _known_bug_baseline(), "x").decisive
-    judged = relevant_failures(verdict, _known_bug_baseline(commands=2), "x")
-    assert judged.ignored == [PRE] and not judged.decisive
+    one, two = CheckSettings(tests=("pytest",)), CheckSettings(tests=("pytest", "npm test"))
+    assert waived_failures(verdict, _known_bug_baseline(), waivers(PRE), one, "x") == [PRE]
+    assert waived_failures(verdict, _known_bug_baseline(), waivers(PRE), two, "x") == []
+    # A task that names the waived test is about it: the waiver is not for that task.
+    assert waived_failures(verdict, _known_bug_baseline(), waivers(PRE), one, "Make test_known_bug pass") == []
 
 
 NEW = "test_calc.py::test_add"
 
 
-def test_split_failures_puts_what_the_attempt_broke_first_and_marks_the_preexisting_ones() -> None:
+def test_split_failures_puts_what_the_attempt_broke_first_then_what_failed_before_then_the_waived() -> None:
     # The old failure ran first; the attempt broke test_add. Neither list needs to be complete.
     output = f"{SHORT}FAILED {NEW} - assert -1 == 5\n2 failed, 1 passed in 0.1s\n"
-    split = split_failures(_failed(output), _known_bug_baseline(), "Update the README")
-    assert (split.caused, split.the_task, split.preexisting) == ([NEW], [], [PRE])
+    split = split_failures(_failed(output), _known_bug_baseline(), "Update the README", Waivers())
+    assert (split.caused, split.before, split.waived) == ([NEW], [PRE], [])
     assert split.ordered == [NEW, PRE]
-    # The task is about the old failure: still failing before the task, but the task's own.
-    split = split_failures(_failed(output), _known_bug_baseline(), "Fix test_known_bug")
-    assert (split.caused, split.the_task, split.preexisting) == ([NEW], [PRE], [])
+    split = split_failures(_failed(output), _known_bug_baseline(), "Update the README", waivers(PRE))
+    assert (split.caused, split.before, split.waived) == ([NEW], [], [PRE])
     # Failing another way than at baseline: the attempt's doing.
     another = f"=== short test summary info ===\nFAILED {PRE} - assert 0.1 == 0.3\n"
-    split = split_failures(_failed(another + "1 failed in 0.1s\n"), _known_bug_baseline(), "x")
-    assert (split.caused, split.preexisting) == ([PRE], [])
+    split = split_failures(_failed(another + "1 failed in 0.1s\n"), _known_bug_baseline(), "x", Waivers())
+    assert (split.caused, split.before) == ([PRE], [])
+
+
+def test_tests_failing_before_that_the_task_names_lead_the_retry() -> None:
+    other = "test_other.py::test_other"
+    output = (f"=== short test summary info ===\nFAILED {other} - assert 0 == 1\nFAILED {PRE} - assert 0.3 == 0.3\n"
+              "2 failed in 0.1s\n")
+    baseline = _known_bug_baseline().model_copy(update={
+        "failing_tests": frozenset({PRE, other}), "messages": {PRE: "assert 0.3 == 0.3", other: "assert 0 == 1"}})
+    split = split_failures(_failed(output), baseline, "Fix test_known_bug", Waivers())
+    assert split.before == [PRE, other]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "test", "waived"),
+    [
+        ("tests/test_x.py::test_y", "tests/test_x.py::test_y", True),
+        ("tests/test_x.py::test_y", "tests/test_x.py::test_y[1-2]", True),
+        ("tests/test_x.py::test_y[1-2]", "tests/test_x.py::test_y[1-2]", True),
+        ("tests/test_x.py::test_y[1-2]", "tests/test_x.py::test_y[3-4]", False),
+        ("tests/test_x.py", "tests/test_x.py::TestA::test_b", True),
+        ("tests/test_x.py::TestA", "tests/test_x.py::TestA::test_b", True),
+        ("tests/slow/*", "tests/slow/test_net.py::test_get", True),
+        ("tests/test_x.py::test_y", "tests/test_x.py::test_yz", False),
+        ("tests/test_x", "tests/test_x.py::test_y", False),
+        ("TestParse", "TestParseDate", False),
+        ("TestParse", "TestParse/empty", False),
+    ],
+)
+def test_a_waiver_names_a_test_its_file_or_class_or_a_glob(pattern: str, test: str, waived: bool) -> None:
+    assert (waivers(pattern).entry_for(test) is not None) is waived
 
 
 @pytest.mark.parametrize(

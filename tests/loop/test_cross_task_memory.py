@@ -137,7 +137,7 @@ def test_retention_archives_the_31st_task_reflection_of_an_agent(git_repo: Path)
     assert archived == [oldest["id"]]
 
 
-def test_a_pass_with_a_waived_preexisting_failure_is_a_partial(git_repo: Path) -> None:
+def test_a_pass_with_a_waived_known_failure_is_a_partial(git_repo: Path) -> None:
     other = "def other():\n    return 0\n"
     other_tests = "from other import other\n\n\ndef test_other():\n    assert other() == 1\n"
     repo = make_project(
@@ -145,9 +145,9 @@ def test_a_pass_with_a_waived_preexisting_failure_is_a_partial(git_repo: Path) -
         tasks=[task("T-1", "Fix add", description="add() in calc.py returns a - b; make test_add pass.")],
         files={"other.py": other, "test_other.py": other_tests},
         config={"testCommands": [f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py test_other.py"],
-                "reflexion": {"useLLM": False}},
+                "reflexion": {"useLLM": False}, "checks": {"knownFailures": ["test_other.py::test_other"]}},
     )
-    assert do_one_task(repo) == 0  # test_other failed before the task, which is not about it
+    assert do_one_task(repo) == 0  # test_other failed before the task, and the user waived it
 
     (partial,) = outcome_lines(repo)
     assert partial["outcome"] == "partial" and partial["whatHappened"] and partial["whatToDoDifferently"]

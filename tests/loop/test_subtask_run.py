@@ -205,6 +205,7 @@ async def test_an_attempt_that_edits_the_tests_is_rolled_back_tests_included(roo
     run, result = await h.run()
 
     assert result.end == "passed"
-    assert [e["event"] for e in h.events if e["event"] in ("judged", "attempt_undone")] == ["judged", "attempt_undone"]
+    marks = [e.get("outcome", e["event"]) for e in h.events if e["event"] in ("verdict", "attempt_undone")]
+    assert marks == ["integrity", "attempt_undone", "passed"]
     assert head_file(root, "test_calc.py").endswith("assert add(2, 3) == 5\n")
     assert "That diff was undone" in h.executor.requests[1].prompt

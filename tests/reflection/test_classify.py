@@ -293,7 +293,7 @@ def test_huge_names_and_messages_stay_within_limits() -> None:
     assert "test_xxx" in text_of(draft)
 
 
-def test_a_preexisting_failure_is_marked_and_the_one_the_attempt_caused_leads() -> None:
+def test_a_known_failure_is_marked_and_the_one_the_attempt_caused_leads() -> None:
     old, new = "test_other.py::test_other", "test_calc.py::test_mul"
     # The digest leads with the old failure, as the runner printed it first.
     digest = make_digest(
@@ -308,8 +308,8 @@ def test_a_preexisting_failure_is_marked_and_the_one_the_attempt_caused_leads() 
     analysis = classify(ctx).analysis
     assert analysis.startswith(
         "Test test_calc.py::test_mul failed at test_calc.py:13 with AssertionError: assert 13 == 12 "
-        "(test test_other.py::test_other fails too, but it failed the same way before the task: "
-        "pre-existing, not caused by this attempt)"
+        "(test test_other.py::test_other fails too, but it is a known failure from before the task, "
+        "not caused by this attempt)"
     )
     # Without the new failure's own error, the digest's (the old test's) is not borrowed.
     unknown = classify(ctx.model_copy(update={"first_error": None})).analysis
