@@ -120,7 +120,7 @@ class HumanLines:
         to_fix = [t for t in failing if t not in waived]
         line = f"  preflight: {len(failing)} test(s) already failing before any change ({e.get('durationS')} s)"
         if to_fix:
-            line += f"; the task must leave them passing: {_few(to_fix)}"
+            line += f"; the task must make them pass: {_few(to_fix)}"
         if waived:
             line += f"; {len(waived)} waived in checks.knownFailures"
         return line

@@ -787,6 +787,8 @@ def _how_to_reopen(task: Task, *, archived: bool) -> str:
         return f"task {task.id} is archived (closed long ago); add it anew with goldenloop add to do it again"
     if task.status == "closed":
         return f"task {task.id} is closed already; goldenloop reopen {task.id} lets it run again"
-    why = one_line(task.close_reason, 300) if task.close_reason else "no reason recorded"
+    why = one_line(task.close_reason, 600) if task.close_reason else "no reason recorded"
+    if "goldenloop reopen" in why:  # the reason says already what to do
+        return f"task {task.id} is blocked: {why}"
     return (f"task {task.id} is blocked ({why}); goldenloop reopen {task.id} lets it run again "
             "(with --forget it starts afresh)")

@@ -140,6 +140,13 @@ class RepoRun:
                     await self.on_main(self.session.commit_bookkeeping, f"run {self.report.run_id}")
         return self.report
 
+    def nothing_ready(self) -> str:
+        """Why no task is left to run: an empty backlog, or tasks that cannot run (as the fleet says it)."""
+        left = [t for t in self.session.board.tasks() if t.status != "closed"]
+        if not left:
+            return "backlog empty"
+        return f"no task left ready: {len(left)} not closed, blocked or waiting on a task that is not closed"
+
     async def worker(self, slot: Slot | None = None) -> None:
         while not self.report.stop_reason:  # another worker may have stopped the run
             reason = self.stop_reason()
@@ -154,7 +161,7 @@ class RepoRun:
                 if self.running:  # another worker may close a dependency
                     await anyio.sleep(0.05)
                     continue
-                self.report.stop_reason = self.report.stop_reason or "backlog empty"
+                self.report.stop_reason = self.report.stop_reason or self.nothing_ready()
                 return
             try:
                 async with self.slots or contextlib.nullcontext():

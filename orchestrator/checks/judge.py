@@ -25,7 +25,14 @@ from typing import Literal
 from orchestrator.checks.envcheck import environment_error
 from orchestrator.checks.flaky import is_flaky, rerun_failing
 from orchestrator.checks.integrity import DEFAULT_TEST_GLOBS, check_integrity, has_marker, is_test_path
-from orchestrator.checks.preflight import Baseline, FailureSplit, known_failures, split_failures, waived_failures
+from orchestrator.checks.preflight import (
+    Baseline,
+    FailureSplit,
+    about_task,
+    known_failures,
+    split_failures,
+    waived_failures,
+)
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import Verdict, verify
 from orchestrator.checks.waivers import Waivers, waive_command
@@ -230,9 +237,10 @@ def _few(tests: list[str] | tuple[str, ...]) -> str:
 def _split_phrases(split: FailureSplit) -> list[str]:
     phrases = []
     if split.before and not split.caused:  # the headline names them: every failure is an old one
-        phrases.append("failing before the task too: still to fix")
+        phrases.append("each failed before the task too, and the task must make it pass")
     elif split.before:
-        phrases.append(f"{len(split.before)} failing before the task too, still to fix: {_few(split.before)}")
+        phrases.append(f"{len(split.before)} failed before the task too, and the task must make them pass: "
+                       f"{_few(split.before)}")
     if split.waived:
         phrases.append(f"{len(split.waived)} waived as known: {_few(split.waived)}")
     return phrases
@@ -243,16 +251,25 @@ def waived_summary(waived: list[str]) -> str:
     return f"passed apart from {len(waived)} known failure(s) waived in checks.knownFailures: {_few(waived)}"
 
 
-def still_failing_sentence(task_id: str, tests: tuple[str, ...], waivers: Waivers) -> str:
-    """Why a task whose only failures were there before it is blocked, and what the user can do."""
+def still_failing_sentence(task_id: str, tests: tuple[str, ...], waivers: Waivers, task_text: str) -> str:
+    """Why a task whose only failures were there before it is blocked, and what the user can do.
+
+    Waiving is offered only for tests the task does not seem to be about: a bug task's own
+    failing tests must be fixed, and a waiver for them would close it unfixed.
+    """
     unwaived = tuple(t for t in tests if waivers.entry_for(t) is None)
     if not unwaived:  # waived, but the task names them: it is about them
         return (f"{len(tests)} test(s) the task names still fail as before the task: {_few(tests)}; they are "
                 f"waived in checks.knownFailures, but not for a task about them: `goldenloop reopen {task_id}` "
                 "tries again")
-    return (f"{len(tests)} test(s) failing before the task still fail: {_few(tests)}; if they are known "
-            f"failures the task need not fix, waive them with `{waive_command(unwaived)}` and run "
-            f"`goldenloop reopen {task_id}`, else `goldenloop reopen {task_id}` tries again")
+    sentence = (f"{len(tests)} test(s) that failed before the task still fail, so it is not done: {_few(tests)}; "
+                f"`goldenloop reopen {task_id}` tries again")
+    strangers = tuple(t for t in unwaived if not about_task(t, task_text))
+    if strangers:
+        sentence += (f"; only if {'they fail' if strangers == unwaived else _few(strangers) + ' fail'} for a reason "
+                     f"this task need not fix, waive them first with `{waive_command(strangers)}` and run "
+                     f"`goldenloop reopen {task_id} --forget`")
+    return sentence
 
 
 def _with_error(line: str, tests: tuple[str, ...], first_error: str | None) -> str:

@@ -55,7 +55,7 @@ def matches(pattern: str, test_id: str) -> bool:
 
 def waive_command(tests: Sequence[str]) -> str:
     """The command that waives these tests, ready to paste."""
-    return "goldenloop checks waive " + " ".join(_quoted(t) for t in tests) + ' --reason "..."'
+    return "goldenloop checks waive " + " ".join(_quoted(t) for t in tests) + ' --reason "why"'
 
 
 def _quoted(test_id: str) -> str:

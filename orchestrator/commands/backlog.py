@@ -74,6 +74,15 @@ def _row(task: Task, note: str = "") -> str:
     return f"  {task.id:<8} P{task.priority}  {task.type:<8} {task.title}" + (f"  ({_short(note)})" if note else "")
 
 
+def _blocked_row(task: Task, reason: str, width: int = 600) -> str:
+    """A blocked task and, on its own line, why: a reason often ends in the command that helps."""
+    if len(reason) <= 60:
+        return _row(task, reason)
+    reason = _one_line(reason)
+    reason = reason if len(reason) <= width else reason[: width - 2] + " …"
+    return f"{_row(task)}\n      {reason}"
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -134,7 +143,7 @@ def _list(args: argparse.Namespace, project: Path) -> int:
     def text() -> str:
         lines = [f"ready ({len(ready)}):", *([_row(t) for t in ready] or ["  (none)"])]
         if blocked:
-            lines += [f"blocked ({len(blocked)}):", *[_row(t, r) for t, r in blocked]]
+            lines += [f"blocked ({len(blocked)}):", *[_blocked_row(t, r) for t, r in blocked]]
         if working:
             lines += [f"in progress ({len(working)}):", *[_row(t) for t in working]]
         more = f", {archived} more archived" if archived else ""

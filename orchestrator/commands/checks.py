@@ -34,8 +34,12 @@ class ChecksCommandError(Exception):
         self.code = code
 
 
+PLACEHOLDERS = {"", "...", "…", "why"}  # what a pasted example holds instead of a reason
+
+
 def run_checks(args: argparse.Namespace) -> int:
     try:
+        _check_arguments(args)
         project = _project(args.dir)
         return COMMANDS[args.action](args, project)
     except ChecksCommandError as exc:
@@ -46,11 +50,26 @@ def run_checks(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    reason = getattr(args, "reason", None)
+    if reason is not None and (reason.strip() in PLACEHOLDERS or reason.strip().startswith("<")):
+        raise ChecksCommandError(f"--reason {reason!r} is a placeholder: say why these tests may fail")
+    if args.action == "baseline" and reason is not None and not args.waive:
+        raise ChecksCommandError("--reason goes with --waive: without it nothing is recorded")
+    if any(not test.strip() for test in getattr(args, "tests", None) or []):
+        raise ChecksCommandError("a test to waive cannot be empty: give its id as the runner prints it")
+
+
 def _project(start: Path) -> Path:
     try:
-        return find_project(start)
+        project = find_project(start)
     except ValueError as exc:
-        raise ChecksCommandError(f"{exc} (or create one with goldenloop init)") from None
+        hint = " (or create one with goldenloop init)" if start.is_dir() else ""
+        raise ChecksCommandError(f"{exc}{hint}") from None
+    for warning in load_config(project).warnings:  # a misspelt key would waive nothing
+        if "unknown key" in warning or "no longer read" in warning:
+            print(f"note: {warning}", file=sys.stderr)
+    return project
 
 
 # -- baseline ---------------------------------------------------------------------------
@@ -70,8 +89,8 @@ def _baseline(args: argparse.Namespace, project: Path) -> int:
         return EXIT_REFUSED
     print(_report(baseline.verdict.summary(), failing, waivers, baseline.duration_s))
     if not baseline.complete:
-        print("Some failures are not tests goldenloop can name (a crash, a collection or typecheck error, a "
-              "timeout): every task stays open until they are fixed; none can be waived.")
+        print("Not every failure is a test goldenloop can name (a crash, a collection or typecheck error, a "
+              "timeout): no task can close until that is fixed, and it cannot be waived.")
         return EXIT_REFUSED if args.waive else EXIT_OK
     if args.waive and new:
         _add_waivers(project, new, args.reason)
@@ -101,8 +120,9 @@ def _waive(args: argparse.Namespace, project: Path) -> int:
     added = _add_waivers(project, args.tests, args.reason)
     kept = len(args.tests) - added
     note = f" ({kept} already listed)" if kept else ""
-    print(f"Waived {added} test(s) in {KEY} of .openagents/project.json{note}: a task closes while they fail. "
-          "Commit the file to share them; `goldenloop checks unwaive` takes one back.")
+    print(f"Waived {added} test(s) in {KEY} of .openagents/project.json{note}: a task may close while they fail, "
+          "unless it names them or broke them. `goldenloop checks baseline` shows which fail now; "
+          "`goldenloop checks unwaive` takes one back.")
     return EXIT_OK
 
 

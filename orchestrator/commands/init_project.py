@@ -61,6 +61,8 @@ def _report(layout: Layout, tests: list[str], typechecks: list[str]) -> str:
     lines.append("next:")
     if not tests and not typechecks:
         lines.append("  set testCommands in .openagents/project.json: a run needs a check to judge its attempts")
+    else:  # a task closes only when these pass: see what fails before it starts
+        lines.append("  goldenloop checks baseline        (the tests failing now; a task must leave them passing)")
     lines += ['  goldenloop add "what to do"        (or goldenloop import TODO.md)',
               "  do-one-task                       (runs the next ready task)"]
     return "\n".join(lines)

@@ -103,12 +103,14 @@ class GoldenLoop:
         finally:
             session_started.reset(recording)
             early.end()
+        failing = sorted(baseline.failing_tests)
+        waived = Waivers.of(c.checks_config.known_failures).waived(failing)
         p.runlog.event(
             "preflight",
             taskId=task.id,
             passed=baseline.verdict.passed,
-            failingAtBaseline=sorted(baseline.failing_tests),
-            waivedAtBaseline=Waivers.of(c.checks_config.known_failures).waived(sorted(baseline.failing_tests)),
+            failingAtBaseline=failing,
+            waivedAtBaseline=waived,
             complete=baseline.complete,
             environmentError=baseline.environment_error,
             durationS=round(baseline.duration_s, 3),

@@ -96,7 +96,7 @@ def baseline_block(failing: Sequence[str], waived: Sequence[str]) -> str:
     lines = ["## Tests failing before any change"]
     if failing:
         lines += [f"These tests fail on the repository as it is now: {_listed(failing)}.",
-                  "The task is done only when they pass: your change must make them pass."]
+                  "The task is done only when they pass (the project has not waived them as known failures)."]
     if waived:
         lines.append(f"Known failures the user waived (they need not pass; leave them alone): {_listed(waived)}.")
     return "\n".join(lines)

@@ -27,7 +27,10 @@ if TYPE_CHECKING:  # the outcome model is built when a task ends, not at start-u
 _PATH = re.compile(r"[\w./-]+\.\w{1,6}\b")  # a file named in a task's text: calc.py, src/app.ts
 # How an attempt that ended before or beside a verdict failed, in the outcome's words.
 CHANGE_BYTES, CHANGE_LINES = 8_000, 6  # of a passing fix kept in its success procedure
-WAIVED = ("waived", "flaky", "preexisting")  # judged passing with failures waived (preexisting: older versions)
+# Judged passing over failures goldenloop let pass (preexisting: older versions). A failure
+# the user waived (outcome "waived") is no such thing: that pass is a plain one.
+WAIVED = ("flaky", "preexisting")
+PLAIN_PASS = ("passed", "waived")
 _KINDS = {"edit_failed": "edit", "user_files": "touched_user_files", "repeat": "repeat",
           "model_refused": "model_refused"}
 
@@ -95,7 +98,7 @@ def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutc
     memory = p.memory
     if memory is None or outcome.status not in ("closed", "blocked"):
         return
-    clean = all(a.outcome == "passed" for s in plan.subtasks for a in s.attempts)
+    clean = all(a.outcome in PLAIN_PASS for s in plan.subtasks for a in s.attempts)
     if outcome.status == "closed" and clean and memory.settings.success_procedures != "always":
         return  # passed at once: nothing to learn, and nothing to import
     from reflection.outcome import outcome_reflections
@@ -169,7 +172,7 @@ def _story(p: LoopParts, memory: ProjectMemory, task: Task, plan: SubtaskPlan, o
     from reflection.outcome import TaskStory
 
     attempts = [story for subtask in plan.subtasks for story in _attempts(p, memory, subtask)]
-    # Passed with failures waived (known failures the user listed, or flaky on a rerun): a partial success.
+    # Passed with failures let through (flaky on a rerun): a partial success.
     waived = tuple(a.summary for s in plan.subtasks if s.status == "done" for a in s.attempts[-1:]
                    if a.outcome in WAIVED)
     return TaskStory(
@@ -204,7 +207,7 @@ def _changed_lines(diff: str) -> str:
 def _attempt(record: AttemptRecord, reflection: Reflection | None) -> AttemptStory:
     from reflection.outcome import AttemptStory
 
-    passed = record.outcome == "passed" or record.outcome in WAIVED
+    passed = record.outcome in PLAIN_PASS or record.outcome in WAIVED
     agent_failed = record.outcome == "edit_failed" and record.format_asked is None  # a command agent's exit
     kind = None if passed else "agent" if agent_failed else _KINDS.get(record.outcome) or (
         record.failure_type if record.outcome == "failed" else record.outcome)

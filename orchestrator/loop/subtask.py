@@ -199,6 +199,8 @@ class SubtaskRun:
         if tampered:  # the checks must stay the ones the run read, whatever the agent wrote
             self.event("config_tampered", attempt=self.attempt)
             judged = Judgement("integrity", tampered, failure=tampered)
+            self.judgements[self.attempt] = judged
+            self.log_verdict(Verdict(passed=False, steps=[]), judged)
             return await self.failed(Verdict(passed=False, steps=[]), judged, executed, started, diff)
         if not executed.ok and executed.failure_kind == "environment":  # no retry can install it
             self.record("environment", executed.failure_summary(), started, executed=executed)
@@ -408,6 +410,8 @@ class SubtaskRun:
         """
         n = self.attempt
         summary = f"gave back attempt {same_as}'s code unchanged, even when asked for a different one"
+        if same_as in self.judgements:  # what that code does, so the task's reason names the failure
+            summary += f"; that code: {self.judgements[same_as].summary}"
         self.event("repeat", attempt=n, sameAs=same_as, action="counted as a failed attempt")
         self.record("repeat", summary, started, executed=executed)
         earlier = next((s for s in self.snapshots if s.number == same_as), None)
@@ -533,7 +537,7 @@ class SubtaskRun:
         # The last judged tree: an attempt whose reply was not applied left it as it was.
         last = self.judgements[max(self.judgements)] if self.judgements else None
         if last is not None and last.only_before and why != StopReason.ENVIRONMENT:
-            reason = f"{still_failing_sentence(self.task.id, last.only_before, self.waivers)} (see {packet.relative_to(p.project_dir)})"
+            reason = f"{still_failing_sentence(self.task.id, last.only_before, self.waivers, task_text(self.task))} (see {packet.relative_to(p.project_dir)})"
         else:
             reason = (f"subtask {s.id} stopped ({why.value}) after {self.attempt} attempt(s); "
                       f"last: {s.last_failure_reason}; see {packet.relative_to(p.project_dir)}")
@@ -618,7 +622,7 @@ class SubtaskRun:
         self.save()
         self.keep_history(s.attempts[-1], verdict)
         if self.attempt == 1:  # the attempt the lessons were shown to: did they help?
-            record_use(self.p, self.lesson_ids, self.task, s.attempts[-1].number, outcome == "passed")
+            record_use(self.p, self.lesson_ids, self.task, s.attempts[-1].number, outcome in ("passed", "waived"))
 
     def save(self) -> None:
         self.plan.save(self.p.layout.plan(self.plan.task_id))

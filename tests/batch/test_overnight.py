@@ -137,8 +137,10 @@ def test_mixed_backlog_over_two_repositories(tmp_path, capsys):
     by_repo = {Path(s["projectDir"]).name: s for s in files}
     assert outcomes(by_repo["on"]) == {"T-1": "closed", "T-2": "closed"}
     assert outcomes(by_repo["off"]) == {"T-3": "closed", "T-4": "blocked"}  # T-5 is not a row
-    for summary in files:
-        assert summary["stopReason"] == "backlog empty" and summary["refused"] is None
+    assert by_repo["on"]["stopReason"] == "backlog empty" and by_repo["on"]["refused"] is None
+    # T-4 blocked and T-5 waiting on it: not an empty backlog, and the summary says so.
+    assert by_repo["off"]["stopReason"] == ("no task left ready: 2 not closed, blocked or waiting on a task that "
+                                            "is not closed") and by_repo["off"]["refused"] is None
     attempts = {row["taskId"]: row["attempts"] for s in files for row in s["tasks"]}
     assert attempts == {"T-1": 1, "T-2": 2, "T-3": 2, "T-4": 2}
 
@@ -166,7 +168,7 @@ def test_mixed_backlog_over_two_repositories(tmp_path, capsys):
     assert (on / "negate.py").read_text() == NEGATE
     assert "progress.md" in os.listdir(off / ".openagents")
     progress = (off / ".openagents" / "progress.md").read_text()
-    assert "Stopped because: backlog empty" in progress and "T-4" in progress
+    assert "Stopped because: no task left ready: 2 not closed" in progress and "T-4" in progress
 
 
 # -- 2. budgets --------------------------------------------------------------------------------

@@ -126,18 +126,18 @@ def test_a_failure_from_before_the_task_blocks_it_until_the_user_waives_it(git_r
     blocked = tasks_on_disk(repo)["T-1"]
     assert blocked["status"] == "blocked"
     assert blocked["closeReason"].startswith(
-        "1 test(s) failing before the task still fail: test_other.py::test_other; if they are known failures the "
-        "task need not fix, waive them with `goldenloop checks waive test_other.py::test_other --reason \"...\"` "
-        "and run `goldenloop reopen T-1`")
+        "1 test(s) that failed before the task still fail, so it is not done: test_other.py::test_other; "
+        "`goldenloop reopen T-1` tries again; only if they fail for a reason this task need not fix, waive them "
+        "first with `goldenloop checks waive test_other.py::test_other --reason \"why\"`")
     out = capsys.readouterr().out
     assert "preflight: 3 test(s) already failing before any change" in out
-    assert "the task must leave them passing: test_calc.py::test_add" in out
-    assert "PASS" not in out and "blocked T-1: 1 test(s) failing before the task still fail" in out
+    assert "the task must make them pass: test_calc.py::test_add" in out
+    assert "PASS" not in out and "blocked T-1: 1 test(s) that failed before the task still fail" in out
 
     # The user does what the sentence says: waive it, reopen, run again.
     assert goldenloop(repo, "checks", "waive", "test_other.py::test_other", "--reason", "other is WIP") == 0
     git(repo, "commit", "-qam", "test_other is a known failure")
-    assert goldenloop(repo, "reopen", "T-1") == 0
+    assert goldenloop(repo, "reopen", "T-1", "--forget") == 0
     assert do_one_task(repo) == 0
     waived = judged(repo, "T-1")[-1]
     assert waived["outcome"] == "waived" and waived["waived"] == ["test_other.py::test_other"]

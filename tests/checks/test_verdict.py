@@ -131,16 +131,17 @@ def test_a_fix_that_leaves_a_failing_test_failing_blocks_the_task_and_commits_no
     assert blocked["status"] == "blocked"
     shown = " and ".join(still_failing)
     assert blocked["closeReason"].startswith(
-        f"{len(still_failing)} test(s) failing before the task still fail: {shown}; if they are known failures "
-        f"the task need not fix, waive them with `goldenloop checks waive {' '.join(still_failing)} --reason "
-        f'"..."` and run `goldenloop reopen T-1`, else `goldenloop reopen T-1` tries again')
+        f"{len(still_failing)} test(s) that failed before the task still fail, so it is not done: {shown}; "
+        "`goldenloop reopen T-1` tries again; only if they fail for a reason this task need not fix, waive them "
+        f'first with `goldenloop checks waive {" ".join(still_failing)} --reason "why"` and run '
+        "`goldenloop reopen T-1 --forget`")
     committed = git(repo, "diff", "--name-only", head, "HEAD").split()
     assert committed and all(path.startswith(".openagents/") for path in committed)  # the blocked state only
     assert (repo / "textkit" / "stats.py").read_text() == STATS  # the wrong change was undone
     assert pytest_fails(repo) == [COLLAPSES, EMPTY]
     out = capsys.readouterr().out
     assert "FAIL  test_failure" in out and "PASS" not in out and "WAIVED" not in out and "closed" not in out
-    assert f"blocked T-1: {len(still_failing)} test(s) failing before the task still fail" in out
+    assert f"blocked T-1: {len(still_failing)} test(s) that failed before the task still fail, so it is not done" in out
     (summary,) = run_summaries(repo)
     assert [(t["outcome"], t["reason"]) for t in summary["tasks"]] == [("blocked", blocked["closeReason"])]
 
@@ -173,7 +174,7 @@ def test_a_retry_that_fixes_nothing_more_stops_blocked_with_the_last_failures_na
 
     blocked = tasks_on_disk(repo)["T-1"]
     assert blocked["status"] == "blocked" and blocked["closeReason"].startswith(
-        f"2 test(s) failing before the task still fail: {COLLAPSES} and {EMPTY}")
+        f"2 test(s) that failed before the task still fail, so it is not done: {COLLAPSES} and {EMPTY}")
     assert [e["outcome"] for e in events_of(repo, "verdict")] == ["failed"]
     assert [e["action"] for e in events_of(repo, "repeat")][-1] == "counted as a failed attempt"
 
@@ -255,3 +256,42 @@ def test_waiving_is_the_users_word_given_through_the_checks_command(git_repo: Pa
     assert json.loads(config.read_text())["checks"] == {"knownFailures": []}
     assert goldenloop(repo, "checks", "unwaive", LEGACY) == 1
     assert f"Not in checks.knownFailures: {LEGACY}" in capsys.readouterr().err
+
+
+def test_waiving_is_not_offered_for_the_tests_the_task_is_about(git_repo: Path, capsys: Capsys) -> None:
+    # The task names the module the failing tests test: waiving them would close it unfixed.
+    repo = textkit(git_repo, [{"match": "Task T-1", "reply": STRIP}], title="Fix word_count in stats")
+
+    assert do_one_task(repo) == 1
+
+    reason = tasks_on_disk(repo)["T-1"]["closeReason"]
+    assert reason.startswith(f"2 test(s) that failed before the task still fail, so it is not done: {COLLAPSES} "
+                             f"and {EMPTY}; `goldenloop reopen T-1` tries again (see ")
+    assert "checks waive" not in reason
+    capsys.readouterr()
+    assert goldenloop(repo, "list") == 0  # the whole reason, on a line of its own
+    assert f"\n      {reason}\n" in capsys.readouterr().out
+    assert do_one_task(repo, "--task", "T-1") == 3
+    assert f"task T-1 is blocked: {reason}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["waive", EMPTY, "--reason", "..."], "--reason '...' is a placeholder: say why these tests may fail"),
+        (["waive", EMPTY, "--reason", "why"], "--reason 'why' is a placeholder"),
+        (["waive", ""], "a test to waive cannot be empty"),
+        (["baseline", "--reason", "old"], "--reason goes with --waive: without it nothing is recorded"),
+    ],
+)
+def test_a_waiver_that_says_nothing_is_refused_in_one_sentence(
+    git_repo: Path, capsys: Capsys, argv: list[str], says: str
+) -> None:
+    repo = textkit(git_repo, [])
+    config = (repo / ".openagents" / "project.json").read_text()
+
+    assert goldenloop(repo, "checks", *argv) == 2
+
+    err = capsys.readouterr().err
+    assert err.startswith(f"goldenloop checks {argv[0]}: ") and says in err and "Traceback" not in err
+    assert (repo / ".openagents" / "project.json").read_text() == config

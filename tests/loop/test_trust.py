@@ -85,6 +85,7 @@ def test_an_agent_that_rewrites_the_projects_config_is_rejected_and_the_config_p
 
     assert (repo / ".openagents" / "project.json").read_bytes() == config
     assert outcomes(repo) == ["integrity", "passed"]
+    assert [e["outcome"] for e in events_of(repo, "verdict")] == ["integrity", "passed"]  # one verdict each
     (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
     assert git(repo, "show", f"{sha}:calc.py") == FIXED  # judged by the real tests, not `true`
     assert git(repo, "show", "HEAD:.openagents/project.json").encode() == config
