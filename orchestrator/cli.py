@@ -225,7 +225,7 @@ def memory_parser() -> argparse.ArgumentParser:
         description="See and manage the project's memory: the task reflections (.openagents/memory/), "
         "the lessons the loop shows other tasks, and the rules every prompt carries.",
         epilog="exit codes: 0 done, 1 no such record, 2 usage or config error (a database that cannot be "
-        "reached or used included)",
+        "reached or used, or a memory file that is a folder or cannot be read, included)",
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")

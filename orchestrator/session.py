@@ -50,7 +50,7 @@ from orchestrator.runlog import RunLog
 from orchestrator.task_archive import archive_closed_tasks
 from orchestrator.tasks import Task, TaskBoard, TaskFileError
 from reflection.embeddings import litellm_embedder
-from reflection.fileio import LockTimeout, atomic_write
+from reflection.fileio import LockTimeout, MemoryFileError, atomic_write
 from reflection.llm import (
     ChatModel,
     LiteLLMModel,
@@ -321,8 +321,11 @@ class ProjectSession:
         if self.memory_url and self._memory is None:
             return  # reflexion off: the shared memory is not this run's to tend
         store = self._memory.store if self._memory is not None else None
-        moved = apply_retention(self.project_dir, c.reflexion.retention_days, live_per_agent=c.memory.live_per_agent,
-                                store=store)
+        try:
+            moved = apply_retention(self.project_dir, c.reflexion.retention_days,
+                                    live_per_agent=c.memory.live_per_agent, store=store)
+        except MemoryFileError as exc:  # before any attempt: one sentence, exit 2
+            raise UserError(str(exc)) from None
         if moved:
             self.notices.append(
                 f"moved {moved} reflection(s) to .openagents/memory/archive/: older than "
@@ -535,6 +538,8 @@ class ProjectSession:
                                                    store_url=self.memory_url, embedder=embedder)
             except PostgresUnavailable as exc:
                 raise MemoryUnavailable(f"{exc} (memory.store)") from None
+            except MemoryFileError as exc:
+                raise UserError(str(exc)) from None
         return self._memory
 
     def _task_reflector(self, metered: Callable[[str, str], ChatModel]) -> TaskReflector:

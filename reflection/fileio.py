@@ -1,5 +1,5 @@
 """Small file helpers shared by both packages (here, in the one orchestrator builds on):
-atomic rewrites and cross-process locks.
+atomic rewrites, cross-process locks, and opening a memory file that must be a file.
 
 `atomic_write` guarantees a reader (or a crash) sees either the old file or the new one,
 never half of each. `file_lock` serialises read-modify-write cycles between processes
@@ -13,6 +13,7 @@ import errno
 import fcntl
 import logging
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,6 +28,33 @@ _POLL_MAX_S = 0.1
 
 class LockTimeout(TimeoutError):
     """The lock stayed held by someone else for longer than the caller would wait."""
+
+
+class MemoryFileError(Exception):
+    """The reflections file (or its archive) cannot be used as one; the message is one sentence."""
+
+
+def unusable(path: Path, why: str) -> MemoryFileError:
+    return MemoryFileError(f"the memory file {path} cannot be used: {why}; fix it, or move it out of the way "
+                           "and goldenloop starts a new one")
+
+
+def open_for_reading(path: Path) -> int | None:
+    """A read descriptor on the regular file at `path`; None when there is none.
+
+    Anything else there (a folder, a FIFO, a file that cannot be read) is a
+    MemoryFileError: reading it would fail later with a traceback, or hang.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise unusable(path, exc.strerror or str(exc)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise unusable(path, "it is not a regular file")
+    return fd
 
 
 def _read_umask() -> int:

@@ -44,6 +44,7 @@ from typing import TypeVar
 
 import orjson
 
+from reflection.fileio import open_for_reading
 from reflection.lessons import (
     USES,
     Lesson,
@@ -202,9 +203,8 @@ class Appended:
 
 
 def read_appended(path: Path, state: SourceState) -> Appended:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    fd = open_for_reading(path)  # a folder or FIFO there is a MemoryFileError, not a hang
+    if fd is None:
         empty = SourceState()
         return Appended([], empty, restart=state != empty, more=False)
     try:

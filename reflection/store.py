@@ -42,6 +42,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import stat
 import tempfile
 import threading
 import weakref
@@ -54,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import orjson
 from pydantic import ValidationError
 
+from reflection.fileio import open_for_reading, unusable
 from reflection.location import REFLECTIONS_PATH
 from reflection.schema import Reflection, StoredLine
 
@@ -146,6 +148,14 @@ class ReflectionStore(Protocol):
     def close(self) -> None:
         """Release files or connections; the store opens them again if used."""
         ...
+
+
+def _read_whole(path: Path) -> bytes | None:
+    fd = open_for_reading(path)
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 def as_utc(value: datetime) -> datetime:
@@ -359,6 +369,12 @@ def _load(line: bytes) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
+
+
+def _may_be_object(line: bytes) -> bool:
+    """Whether a line could be a JSON object at all (blank lines are nobody's business)."""
+    stripped = line.strip()
+    return not stripped or (stripped[:1] == b"{" and stripped[-1:] == b"}")
 
 
 def _is_record(obj: Any) -> bool:
@@ -587,9 +603,14 @@ class JsonlReflectionStore:
 
     def _write_line(self, line: bytes) -> tuple[tuple[int, int], int]:
         """Append line (caller holds the lock); return the file's identity and its offset."""
-        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            raise unusable(self._path, exc.strerror or str(exc)) from None
         try:
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise unusable(self._path, "it is not a regular file")
             data = line
             if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
                 data = b"\n" + line  # a torn last line: start ours on a fresh one
@@ -620,9 +641,8 @@ class JsonlReflectionStore:
                 return []
             if self._identity == (st.st_dev, st.st_ino) and st.st_size >= self._end:
                 return self._recent_indexed(subtask_id, limit)  # count/iterate built it
-            try:
-                fd = os.open(self._path, os.O_RDONLY)
-            except FileNotFoundError:
+            fd = open_for_reading(self._path)
+            if fd is None:
                 return []
             try:
                 return self._recent_backwards(fd, subtask_id, limit)
@@ -764,9 +784,8 @@ class JsonlReflectionStore:
         """Start over on whatever file is at the path now; return its size."""
         self._handles.close_read()
         self._reset()
-        try:
-            fd = os.open(self._path, os.O_RDONLY)
-        except FileNotFoundError:
+        fd = open_for_reading(self._path)
+        if fd is None:
             return 0
         self._handles.read_fd = fd
         st = os.fstat(fd)
@@ -803,7 +822,7 @@ class JsonlReflectionStore:
                     ranges.append(nxt - 1)
                     count += 1
                 elif line.strip() and not _is_ours(obj):
-                    self._report_line(line, line_no, _why_not_record(obj))
+                    self._report_line(line, line_no, pos, _why_not_record(obj))
                 pos = nxt
         self._end, self._count, self._lines = pos, count, line_no
 
@@ -827,7 +846,7 @@ class JsonlReflectionStore:
 
     # -- reporting skipped lines once -------------------------------------------
 
-    def _report_line(self, line: bytes, line_no: int, reason: str) -> None:
+    def _report_line(self, line: bytes, line_no: int, start: int, reason: str) -> None:
         key = hash(line)
         nth = self._copies.get(key, 0) + 1
         self._copies[key] = nth
@@ -838,7 +857,7 @@ class JsonlReflectionStore:
             self._reported.add((key, nth))
             return
         self._reported.add((key, nth))
-        log.warning("%s:%d: skipping a line that is %s", self._path, line_no, reason)
+        log.warning("%s:%d: skipping the line at byte %d that is %s", self._path, line_no, start, reason)
 
     def _report_unread(self, line: bytes, start: int, reason: str) -> None:
         """A line recent() met without the index (no line number): once per store."""
@@ -885,9 +904,8 @@ class JsonlReflectionStore:
 
     def _rewrite_moving(self, select: Select) -> int:
         """Replace the file by one without the selected lines (caller holds the lock)."""
-        try:
-            src = os.open(self._path, os.O_RDONLY)
-        except FileNotFoundError:
+        src = open_for_reading(self._path)
+        if src is None:
             return 0
         try:
             st = os.fstat(src)
@@ -990,9 +1008,8 @@ class JsonlReflectionStore:
 
     def outcomes(self) -> list[OutcomeReflection]:
         """Every outcome record, in file order; one that fails validation is skipped and logged."""
-        try:
-            fd = os.open(self._path, os.O_RDONLY)
-        except FileNotFoundError:
+        fd = open_for_reading(self._path)
+        if fd is None:
             return []
         found: list[OutcomeReflection] = []
         try:
@@ -1036,11 +1053,8 @@ class JsonlReflectionStore:
     def find(self, record_id: str) -> dict[str, Any] | None:
         """Any record with this id, live first, then archived; its JSON object as stored."""
         needle = orjson.dumps(record_id)
-        try:
-            live = [self._path.read_bytes()]
-        except FileNotFoundError:
-            live = []
-        for chunk in live:
+        whole = _read_whole(self._path)
+        for chunk in [whole] if whole is not None else []:
             for line in chunk.splitlines():
                 body = self._with_id(line, needle, record_id)
                 if body is not None:
@@ -1060,13 +1074,19 @@ class JsonlReflectionStore:
 
     def _archived_lines(self) -> Iterator[bytes]:
         for path in sorted(self.archive_dir.glob("reflections-*.jsonl")):
-            yield from path.read_bytes().splitlines()
+            yield from (_read_whole(path) or b"").splitlines()
 
     def _outcome_at(self, line: bytes, pos: int) -> OutcomeReflection | None:
         if OUTCOME_KIND.encode() not in line:
-            return None  # cheap: most lines are attempt reflections
+            if not _may_be_object(line):  # cheap: no record looks like this; say so once
+                with self._mutex:
+                    self._report_unread(line, pos, _why_not_record(_load(line)))
+            return None  # most lines are attempt reflections
         obj = _load(line)
         if not _is_ours(obj):
+            if type(obj) is not dict:
+                with self._mutex:
+                    self._report_unread(line, pos, _why_not_record(obj))
             return None
         try:
             from reflection.outcome import OutcomeReflection

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from projects import outcome_record
+from projects import FIX_ADD, do_one_task, make_project, outcome_record, tasks_on_disk
 
 from orchestrator.cli import main
 
@@ -108,3 +108,54 @@ def test_an_archived_attempt_reflection_can_still_be_shown(project: Path, capsys
 def test_a_filter_that_matches_nothing_says_so(project: Path, capsys) -> None:
     assert memory(project, "list", "--kind", "success") == 0
     assert capsys.readouterr().out.strip() == "no task reflection matches"
+
+
+GARBAGE = b"\x00\xff\xfe not json\n[1, 2]\n\"a string\"\n"
+
+
+def test_lines_that_are_no_record_are_named_once_by_byte_offset(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = project / ".openagents" / "memory" / "reflections.jsonl"
+    path.write_bytes(GARBAGE + path.read_bytes())
+
+    assert memory(project, "list") == 0
+
+    captured = capsys.readouterr()
+    assert "R-1" in captured.out
+    warnings = [line for line in captured.err.splitlines() if "skipping" in line]
+    assert warnings == [
+        f"WARNING: {path}: skipping the line at byte 0 that is not valid JSON",
+        f"WARNING: {path}: skipping the line at byte 13 that is not a JSON object",
+        f"WARNING: {path}: skipping the line at byte 20 that is not a JSON object",
+    ]
+
+
+@pytest.mark.parametrize("action", [["list"], ["search", "timezone"], ["show", "R-1"]])
+def test_a_folder_where_the_memory_file_belongs_is_one_sentence_and_exit_2(
+    project: Path, capsys: pytest.CaptureFixture[str], action: list[str]
+) -> None:
+    path = project / ".openagents" / "memory" / "reflections.jsonl"
+    path.unlink()
+    path.mkdir()
+
+    assert memory(project, *action) == 2
+
+    err = capsys.readouterr().err
+    assert err == (f"goldenloop memory: the memory file {path} cannot be used: it is not a regular file; fix it, "
+                   "or move it out of the way and goldenloop starts a new one\n")
+
+
+def test_do_one_task_names_a_folder_at_the_memory_file_before_any_attempt(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])
+    path = repo / ".openagents" / "memory" / "reflections.jsonl"
+    path.mkdir(parents=True)
+
+    assert do_one_task(repo) == 2
+
+    captured = capsys.readouterr()
+    assert f"do-one-task: the memory file {path} cannot be used: it is not a regular file" in captured.err
+    assert "Traceback" not in captured.err + captured.out and "attempt 1" not in captured.out
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"

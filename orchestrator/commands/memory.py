@@ -25,7 +25,9 @@ import orjson
 from orchestrator.config import ConfigError, ProjectConfig, load_config, memory_store_url, store_problem
 from orchestrator.layout import Layout, find_project
 from orchestrator.loop.project_memory import configured_store, project_key
+from orchestrator.render import library_warnings_to_stderr
 from reflection.backends import describe, open_lesson_index
+from reflection.fileio import MemoryFileError
 from reflection.lessons import LessonRanker, RankedLesson
 from reflection.outcome import OutcomeReflection
 from reflection.outcome_markdown import to_markdown, write_markdown_view
@@ -44,12 +46,13 @@ class MemoryCommandError(Exception):
 
 
 def run_memory(args: argparse.Namespace) -> int:
+    library_warnings_to_stderr()  # a line of the memory skipped is said, once, as WARNING: ...
     try:
         project = _project_dir(args.dir)
         return COMMANDS[args.action](args, Layout(project), _config(project))
     except MemoryCommandError as exc:
         return _fail(str(exc), exc.code)
-    except PostgresUnavailable as exc:
+    except (PostgresUnavailable, MemoryFileError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     except BrokenPipeError:  # `... | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
