@@ -9,7 +9,10 @@ running before it looks at the tree.
 A child that calls `setsid` escapes both group and session. goldenloop makes itself a
 child subreaper (Linux `prctl`), so such an escapee becomes goldenloop's own child when
 its parent exits: it is killed as soon as the command that spawned it ends, and the
-journal records its session while the run lives.
+journal records its session while the run lives. A command's end is a kill that waits:
+its session, every session a descendant moved to and every escapee are killed and scanned
+again until nothing of them is left (a killed parent may exit only after a scan, on a
+loaded machine, and its escapee is found by the next one).
 
 A record can come too late: a kill between a command's start and the journal's write,
 or while an escapee's parent still lives (so it is nobody's child yet). So every command
@@ -22,12 +25,14 @@ Linux only (`/proc`, `prctl`); elsewhere these are no-ops and the process group 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -75,20 +80,16 @@ def _processes() -> list[tuple[int, int, int]]:
     return found
 
 
-def in_session(sid: int) -> list[int]:
-    """The pids of the live processes whose session is `sid`."""
-    return [pid for pid, _, session in _processes() if session == sid]
-
-
 def escaped_pids() -> set[int]:
     return {pid for pid, _ in escaped()}
 
 
-def escaped() -> list[tuple[int, int]]:
+def escaped(processes: list[tuple[int, int, int]] | None = None) -> list[tuple[int, int]]:
     """(pid, session) of this process's children that left their command's session (never
     a command being started, which is a child in a session of its own too)."""
     me, mine = os.getpid(), os.getsid(0)
-    found = [(pid, sid) for pid, ppid, sid in _processes() if ppid == me and sid != mine and sid not in live_sessions]
+    found = [(pid, sid) for pid, ppid, sid in (_processes() if processes is None else processes)
+             if ppid == me and sid != mine and sid not in live_sessions]
     return [(pid, sid) for pid, sid in found if not (_starting and _environ(pid, STARTING_ENV) in _starting)]
 
 
@@ -121,37 +122,83 @@ def _environ(pid: int, name: str) -> str | None:
                 None)
 
 
+KILL_WAIT_S = 10.0  # how long a kill waits for its sessions to empty (a process stuck in the kernel)
+POLL_S = 0.02
+
+
 def kill_escaped(known: set[int] = frozenset()) -> list[int]:
-    """Kill (and reap) the children that escaped a command which has ended; their sessions.
+    """Kill (and reap) the children that escaped a command which has ended, and everything
+    in their sessions; their sessions. `known`: pids that were already such children before
+    the command started (not its own)."""
+    return sorted(_stop(set(), known)[1])
 
-    `known`: pids that were already such children before the command started (not its own).
+
+def kill_sessions(sids: Iterable[int], strangers: set[int] | None = None) -> int:
+    """SIGKILL every process of these sessions, and of the sessions their descendants moved
+    to (`setsid`), until none is left; how many processes were signalled.
+
+    With `strangers` (this process's escaped children before the command started), the
+    children that escaped since are killed with their sessions too. One scan is not enough
+    on a loaded machine: a killed parent may exit only after the scan, and its `setsid`
+    child then becomes ours, unseen; so the scan is repeated until it finds nobody, for at
+    most KILL_WAIT_S.
     """
-    found = [(pid, sid) for pid, sid in escaped() if pid not in known]
-    for pid, sid in found:
-        kill_sessions([sid])
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)  # ours since the subreaper took it: no zombie left
-        except (ProcessLookupError, ChildProcessError, PermissionError):
-            continue
-    return sorted({sid for _, sid in found})
+    return len(_stop(set(sids), strangers)[0])
 
 
-def kill_sessions(sids: Iterable[int]) -> int:
-    """SIGKILL every process of these sessions; how many were signalled."""
-    killed = 0
-    for sid in set(sids):
-        if sid <= 1 or sid == os.getsid(0):
-            continue  # never our own session, never init's
-        for pid in in_session(sid):
-            try:
+def _stop(sessions: set[int], strangers: set[int] | None) -> tuple[set[int], set[int]]:
+    """(the pids signalled, the sessions stopped), scanning until nothing is left in them."""
+    signalled: set[int] = set()
+    ours: set[int] = set()  # escapees now our children: reaped, or they stay zombies
+    deadline = time.monotonic() + KILL_WAIT_S
+    while True:
+        members, escapees = _members(sessions, strangers)
+        ours |= escapees
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                continue
-    if killed:
-        log.info("killed %d process(es) left in sessions %s", killed, sorted(set(sids)))
-    return killed
+                signalled.add(pid)
+        _reap(ours)
+        if not members:
+            break
+        if time.monotonic() > deadline:
+            log.warning("processes %s outlived SIGKILL for %.0f s", sorted(members), KILL_WAIT_S)
+            break
+        time.sleep(POLL_S)
+    if signalled:
+        log.info("killed %d process(es) left in sessions %s", len(signalled), sorted(sessions))
+    return signalled, sessions
+
+
+def _members(sessions: set[int], strangers: set[int] | None) -> tuple[list[int], set[int]]:
+    """The live processes of `sessions`, which first grow by the sessions of their
+    descendants and (with `strangers`) of our newly escaped children; and those children."""
+    processes = _processes()
+    escapees = {pid: sid for pid, sid in escaped(processes) if pid not in strangers} if strangers is not None else {}
+    sessions |= set(escapees.values())
+    children: dict[int, list[tuple[int, int]]] = {}
+    for pid, ppid, sid in processes:
+        children.setdefault(ppid, []).append((pid, sid))
+    todo = [pid for pid, _, sid in processes if sid in sessions]
+    seen = set(todo)
+    while todo:  # a descendant in a session of its own brings that session in
+        for pid, sid in children.get(todo.pop(), []):
+            sessions.add(sid)
+            if pid not in seen:
+                seen.add(pid)
+                todo.append(pid)
+    sessions -= {0, 1, os.getsid(0)}  # never our own session, never init's
+    return [pid for pid, _, sid in processes if sid in sessions], set(escapees)
+
+
+def _reap(children: set[int]) -> None:
+    for pid in list(children):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere, or not ours after all
+            done = pid
+        if done == pid:
+            children.discard(pid)
 
 
 # -- marks: a task's processes known by their environment ------------------------------------

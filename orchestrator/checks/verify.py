@@ -31,7 +31,6 @@ from orchestrator.processes import (
     MARK_ENV,
     announce,
     escaped_pids,
-    kill_escaped,
     kill_sessions,
     live_sessions,
     process_mark,
@@ -323,9 +322,9 @@ async def run_command(
         # Shielded: also runs when the caller is cancelled, then the cancel re-raises.
         with anyio.CancelScope(shield=True):
             await _kill_group(process)
-            kill_sessions([process.pid])  # children that left the group, not the session
+            # Children that left the group, or the session too (setsid): until none is left.
+            await anyio.to_thread.run_sync(kill_sessions, [process.pid], strangers)
             live_sessions.discard(process.pid)
-            kill_escaped(strangers)  # children that left the session too (setsid)
             await _drain(process, sink)
     timed_out = exit_code is None
     if timed_out:
