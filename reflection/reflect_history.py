@@ -1,33 +1,61 @@
 """The Reflect skill's history: `<project>/.openagents/memory/reflect-history.jsonl`.
 
-One JSON line per `ReflectResult`, appended under `reflection.fileio.file_lock`, so
-writers in any number of threads and processes never lose or interleave a line. The
-lock also makes the per-session limit exact: counting a session's records and appending
-one more happen in one critical section. The counts are kept per open store and brought
-up to date by reading only what was appended since (a new inode or a shorter file, as
-after a clear, starts the count over), so an append does not re-read the whole file.
+One JSON line per `ReflectResult`, appended under an advisory lock on
+`reflect-history.jsonl.lock`, so writers in any number of threads and processes never
+lose or interleave a line. The lock also makes the per-session limit exact: counting a
+session's records and appending one more happen in one critical section. The counts are
+kept per open store and brought up to date by reading only what was appended since (a
+new inode or a shorter file, as after a clear, starts the count over), so an append does
+not re-read the whole file.
 
 Clearing never deletes: the file is renamed, atomically, to
 `memory/archive/reflect-history-<UTC timestamp>.jsonl`.
+
+The server names these files on behalf of its callers, so they are opened the careful
+way: every folder from `/` down to `memory/` (and `archive/`) is opened relative to its
+parent with O_NOFOLLOW, and the files themselves with O_NOFOLLOW and O_NONBLOCK, then
+checked to be regular files. A link anywhere on that way, or a FIFO, socket or folder
+where a file belongs, is an `UnsafeHistoryPath`: never followed, never waited on, and no
+check-then-open race, since each step opens what it checked.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import stat
 import threading
+import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 
-from reflection.fileio import file_lock
+from reflection.fileio import LockTimeout
 from reflection.reflect_skill import ReflectResult
 
 HISTORY_PATH = Path(".openagents") / "memory" / "reflect-history.jsonl"
+HISTORY_NAME = HISTORY_PATH.name
+LOCK_NAME = HISTORY_NAME + ".lock"
 ARCHIVE_FOLDER = "archive"
 DEFAULT_MAX_PER_SESSION = 3
+DEFAULT_LOCK_WAIT_S = 10.0
+
+# O_PATH walks through folders the server may search but not list; it is Linux only.
+_WALK = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # can be fsynced
+_FILE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+
+
+class UnsafeHistoryPath(Exception):
+    """A link, or something other than a regular file or folder, where the history lives."""
 
 
 class ReflectionLimitReached(Exception):
@@ -53,12 +81,14 @@ class Archived:
 class ReflectHistory:
     """One project's reflect history; safe to share between threads."""
 
-    def __init__(self, project_dir: Path, *, max_per_session: int = DEFAULT_MAX_PER_SESSION) -> None:
+    def __init__(self, project_dir: Path, *, max_per_session: int = DEFAULT_MAX_PER_SESSION,
+                 lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
         if max_per_session < 1:
             raise ValueError("max_per_session must be 1 or more")
-        self.path = Path(project_dir) / HISTORY_PATH
-        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.project = Path(project_dir)
+        self.path = self.project / HISTORY_PATH
         self.max_per_session = max_per_session
+        self.lock_wait_s = lock_wait_s
         # Threads of this process queue here instead of polling the file lock.
         self._mutex = threading.Lock()
         self._counts: Counter[str] = Counter()
@@ -67,11 +97,13 @@ class ReflectHistory:
     def append(self, result: ReflectResult) -> None:
         """Add one result; ReflectionLimitReached when its session is full."""
         line = orjson.dumps(result.to_dict()) + b"\n"
-        with self._mutex, file_lock(self.lock_path):
-            if self._refresh()[result.session_id] >= self.max_per_session:
-                raise ReflectionLimitReached(result.session_id, self.max_per_session)
-            _append_line(self.path, line)
-            self._refresh()  # reads back just this line (and a torn one's end, if any)
+        with self._mutex, self._memory(create=True) as memory:
+            assert memory is not None  # created
+            with _locked(memory, self.lock_wait_s):
+                if self._refresh(memory)[result.session_id] >= self.max_per_session:
+                    raise ReflectionLimitReached(result.session_id, self.max_per_session)
+                _append_line(memory, line)
+                self._refresh(memory)  # reads back just this line (and a torn one's end, if any)
 
     def count_for(self, session_id: str) -> int:
         """How many live records a session holds, as far as complete lines show.
@@ -79,16 +111,19 @@ class ReflectHistory:
         No file lock: appends are single O_APPEND writes and only whole lines are
         counted, so this never waits for a writer's fsync; `append` counts again
         under the lock, which is what the limit rests on."""
-        with self._mutex:
-            return self._refresh()[session_id]
+        with self._mutex, self._memory() as memory:
+            return self._refresh(memory)[session_id]
 
     def full(self, session_id: str) -> bool:
         return self.count_for(session_id) >= self.max_per_session
 
     def records(self, limit: int | None = None) -> list[dict]:
         """The stored results, newest first; a torn or unreadable line is skipped."""
-        with self._mutex, file_lock(self.lock_path):
-            data = _read(self.path)
+        with self._mutex, self._memory() as memory:
+            if memory is None:
+                return []
+            with _locked(memory, self.lock_wait_s):
+                data = _read(memory)
         found: list[dict] = []
         for raw in reversed(data.split(b"\n")):
             record = _load(raw)
@@ -100,47 +135,167 @@ class ReflectHistory:
 
     def archive(self) -> Archived:
         """Move the whole history to the archive folder; nothing is deleted."""
-        with self._mutex, file_lock(self.lock_path):
-            data = _read(self.path)
-            count = sum(1 for raw in data.split(b"\n") if _load(raw) is not None)
-            if not data:
+        with self._mutex, self._memory() as memory:
+            if memory is None:
                 return Archived(0, None)
-            target = _archive_target(self.path.parent / ARCHIVE_FOLDER)
-            os.replace(self.path, target)  # same file system: one atomic rename
-            _fsync_dir(self.path.parent)
+            with _locked(memory, self.lock_wait_s):
+                data = _read(memory)
+                if not data:
+                    return Archived(0, None)
+                name = _move_to_archive(memory)
             self._counts.clear()
             self._seen = (-1, 0)
-            return Archived(count, target)
+            count = sum(1 for raw in data.split(b"\n") if _load(raw) is not None)
+            return Archived(count, self.path.parent / ARCHIVE_FOLDER / name)
 
-    def _refresh(self) -> Counter[str]:
-        """The per-session counts, after reading the whole lines appended since."""
+    @contextmanager
+    def _memory(self, *, create: bool = False) -> Iterator[int | None]:
+        """A descriptor on `.openagents/memory`, reached without following a link; None when
+        it does not exist (and `create` is false)."""
+        opened = [_open_folder_path(self.project)]
         try:
-            handle = open(self.path, "rb")
-        except FileNotFoundError:
+            for name, shown, flags in ((".openagents", ".openagents", _WALK), ("memory", MEMORY_SHOWN, _FOLDER)):
+                child = _child_folder(opened[-1], name, shown, create=create, flags=flags)
+                if child is None:
+                    break
+                opened.append(child)
+            yield opened[-1] if len(opened) == 3 else None
+        finally:
+            for fd in opened:
+                os.close(fd)
+
+    def _refresh(self, memory: int | None) -> Counter[str]:
+        """The per-session counts, after reading the whole lines appended since."""
+        fd = None if memory is None else _open_file(memory, HISTORY_NAME, os.O_RDONLY)
+        if fd is None:
             self._counts.clear()
             self._seen = (-1, 0)
             return self._counts
-        with handle:
-            stat = os.fstat(handle.fileno())  # of the file opened, even if it was just archived
+        with open(fd, "rb") as handle:
+            stat_ = os.fstat(fd)  # of the file opened, even if it was just archived
             inode, counted = self._seen
-            if inode != stat.st_ino or stat.st_size < counted:
+            if inode != stat_.st_ino or stat_.st_size < counted:
                 self._counts.clear()
                 counted = 0
             handle.seek(counted)
-            tail = handle.read(stat.st_size - counted)
+            tail = handle.read(stat_.st_size - counted)
         whole = tail[: tail.rfind(b"\n") + 1]  # a line still being written is counted next time
         for raw in whole.split(b"\n"):
             record = _load(raw)
             if record is not None and isinstance(record.get("sessionId"), str):
                 self._counts[record["sessionId"]] += 1
-        self._seen = (stat.st_ino, counted + len(whole))
+        self._seen = (stat_.st_ino, counted + len(whole))
         return self._counts
 
 
-def _append_line(path: Path, line: bytes) -> None:
+MEMORY_SHOWN = str(HISTORY_PATH.parent)
+
+
+def _open_folder_path(folder: Path) -> int:
+    """The project folder, opened from `/` one step at a time: a folder on its (resolved)
+    way that was swapped for a link since it was checked is refused, not followed."""
+    fd = os.open("/", _WALK)
+    for part in folder.parts[1:]:
+        try:
+            child = os.open(part, _WALK, dir_fd=fd)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+                raise UnsafeHistoryPath(f"the project folder {folder} changed while it was opened "
+                                        f"({part} is no longer a plain folder)") from None
+            raise
+        os.close(fd)
+        fd = child
+    return fd
+
+
+def _child_folder(parent: int, name: str, shown: str, *, create: bool, flags: int) -> int | None:
+    if create:
+        with suppress(FileExistsError):  # also when `name` is a link: the open below refuses it
+            os.mkdir(name, dir_fd=parent)
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        if create:
+            raise
+        return None
+    except OSError as exc:  # O_PATH opens a link as itself, so O_DIRECTORY says ENOTDIR
+        raise _unsafe(exc, shown, link=_is_link(parent, name)) from None
+
+
+def _is_link(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_file(memory: int, name: str, flags: int) -> int | None:
+    """A regular file of the memory folder, or None when it does not exist."""
+    shown = f"{MEMORY_SHOWN}/{name}"
+    try:
+        fd = os.open(name, flags | _FILE, 0o644, dir_fd=memory)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _unsafe(exc, shown) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_regular(shown, _KINDS.get(stat.S_IFMT(mode), "no file"))
+    return fd
+
+
+def _unsafe(exc: OSError, shown: str, *, link: bool = False) -> Exception:
+    if link or exc.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW met a link (EMLINK on FreeBSD)
+        return UnsafeHistoryPath(f"the project's {shown} is a symbolic link; "
+                                 f"this server follows no link inside {MEMORY_SHOWN}")
+    if exc.errno == errno.ENOTDIR:
+        return UnsafeHistoryPath(f"the project's {shown} is a file where a folder belongs")
+    if exc.errno == errno.EISDIR:
+        return _not_regular(shown, "a folder")
+    if exc.errno == errno.ENXIO:  # a socket, or a FIFO opened for writing
+        return _not_regular(shown, "a socket or a FIFO")
+    return exc
+
+
+def _not_regular(shown: str, kind: str) -> UnsafeHistoryPath:
+    return UnsafeHistoryPath(f"the project's {shown} is {kind}, not a regular file; "
+                             "this server uses only regular files there")
+
+
+@contextmanager
+def _locked(memory: int, wait_s: float) -> Iterator[None]:
+    """The history's advisory lock, shared with every other process that writes it."""
+    fd = _open_file(memory, LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    assert fd is not None  # O_CREAT
+    try:
+        _flock_within(fd, wait_s)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _flock_within(fd: int, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise LockTimeout(f"another process has held the project's reflect history "
+                                  f"for more than {wait_s:g} seconds") from None
+            time.sleep(0.01)
+
+
+def _append_line(memory: int, line: bytes) -> None:
     """One write with O_APPEND, fsynced, on a line of its own even after a torn write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _open_file(memory, HISTORY_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    assert fd is not None  # O_CREAT
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -153,11 +308,12 @@ def _append_line(path: Path, line: bytes) -> None:
         os.close(fd)
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
+def _read(memory: int) -> bytes:
+    fd = _open_file(memory, HISTORY_NAME, os.O_RDONLY)
+    if fd is None:
         return b""
+    with open(fd, "rb") as handle:
+        return handle.read()
 
 
 def _load(raw: bytes) -> dict | None:
@@ -170,21 +326,34 @@ def _load(raw: bytes) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def _archive_target(folder: Path) -> Path:
-    """A new file name in the archive; a second clear in the same microsecond gets a suffix."""
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    target = folder / f"reflect-history-{stamp}.jsonl"
-    n = 1
-    while target.exists():
-        n += 1
-        target = folder / f"reflect-history-{stamp}-{n}.jsonl"
-    return target
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+def _move_to_archive(memory: int) -> str:
+    """Rename the history into `archive/` (one atomic rename; the archive must be a real
+    folder, or the history would leave the project); returns its new name."""
+    archive = _child_folder(memory, ARCHIVE_FOLDER, f"{MEMORY_SHOWN}/{ARCHIVE_FOLDER}", create=True, flags=_FOLDER)
+    assert archive is not None  # created
     try:
-        os.fsync(fd)
+        name = _archive_name(archive)
+        os.rename(HISTORY_NAME, name, src_dir_fd=memory, dst_dir_fd=archive)
+        os.fsync(archive)
+        os.fsync(memory)
     finally:
-        os.close(fd)
+        os.close(archive)
+    return name
+
+
+def _archive_name(archive: int) -> str:
+    """A new file name in the archive; a second clear in the same microsecond gets a suffix."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    name, n = f"reflect-history-{stamp}.jsonl", 1
+    while _exists(archive, name):
+        n += 1
+        name = f"reflect-history-{stamp}-{n}.jsonl"
+    return name
+
+
+def _exists(folder: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True

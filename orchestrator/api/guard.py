@@ -3,7 +3,8 @@
 - `TokenGate`: with a token set, every request but `/api/health` needs
   `Authorization: Bearer <token>`, compared in constant time (`hmac.compare_digest`).
 - `project_folder`: a `projectPath` is resolved (symlinks followed) and must lie inside a
-  root, and so must its `.openagents/memory`, before anything in it is read or written.
+  root before anything in it is read or written; below it, the history store follows no
+  link at all (`reflection.reflect_history`).
 - `read_body`: the body is read chunk by chunk and refused with 413 as soon as it
   passes the limit; a declared Content-Length over the limit is refused before reading.
 - `LingeringClose`: an answer given before the body was read (401, 413) would reach
@@ -24,7 +25,6 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.api.errors import ApiError, error_response
-from reflection.reflect_history import HISTORY_PATH
 
 OPEN_PATHS = frozenset({"/api/health"})
 DRAIN_BYTES = 1 << 20
@@ -68,14 +68,10 @@ def project_folder(raw: str, roots: tuple[Path, ...]) -> Path:
     if not Path(raw).is_absolute():
         raise ApiError(400, "projectPath must be an absolute path")
     folder = Path(raw).resolve()  # `..` and every symlink on the way, before any other access
-    root = next((r for r in roots if folder.is_relative_to(r)), None)
-    if root is None:
+    if not any(folder.is_relative_to(root) for root in roots):
         raise ApiError(403, "projectPath is outside the folders this server may use (its --root folders)")
     if not folder.is_dir():
         raise ApiError(404, "projectPath names no folder on this machine")
-    # `.openagents` or `memory` itself could be a link that leads out of the root.
-    if not (folder / HISTORY_PATH.parent).resolve().is_relative_to(root):
-        raise ApiError(403, "the project's .openagents/memory folder leads outside the allowed roots")
     return folder
 
 

@@ -1,14 +1,18 @@
 """The endpoints: reflect, its history (list, clear), health and the OpenAPI document.
 
 Each handler checks in the order that keeps the disk safe: the skill switch, the body
-(size, JSON, fields), the project folder against the roots, and only then a file.
-Blocking file work (the history's lock and fsync) runs in a worker thread.
+(size, JSON, fields), the project folder against the roots, and only then a
+file. Blocking file work (the history's lock and fsync) runs in a worker thread, one per
+project at a time: the store serialises a project's calls anyway, and a project whose
+files stall (a slow disk, a lock another process keeps) must not take every thread.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import orjson
@@ -21,24 +25,48 @@ from orchestrator.api.guard import project_folder, read_body
 from orchestrator.api.openapi import openapi_document
 from orchestrator.api.schemas import ClearResponse, HealthResponse, ReflectResponse
 from orchestrator.api.settings import ApiSettings
+from reflection.fileio import LockTimeout
 from reflection.redact import redact
-from reflection.reflect_history import ReflectHistory, ReflectionLimitReached
+from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath
 from reflection.reflect_skill import ReflectRequest, reflect_on_conversation
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Project:
+    """A project's history store (its counts stay warm) and its turn at a worker thread."""
+
+    history: ReflectHistory
+    turn: anyio.Lock
 
 
 class ApiState:
-    """The settings and one history store per project folder (their counts stay warm)."""
+    """The settings and the projects asked about so far."""
 
     def __init__(self, settings: ApiSettings, version: str) -> None:
         self.settings = settings
         self.version = version
         self.openapi = orjson.dumps(openapi_document(version))
-        self._histories: dict[Path, ReflectHistory] = {}
+        self._projects: dict[Path, Project] = {}
 
-    def history(self, project: Path) -> ReflectHistory:
-        if project not in self._histories:
-            self._histories[project] = ReflectHistory(project, max_per_session=self.settings.reflect.max_reflections)
-        return self._histories[project]
+    def project(self, folder: Path) -> Project:
+        if folder not in self._projects:
+            history = ReflectHistory(folder, max_per_session=self.settings.reflect.max_reflections)
+            self._projects[folder] = Project(history, anyio.Lock())
+        return self._projects[folder]
+
+
+async def on_disk(project: Project, call: Callable[..., T], *args: Any) -> T:
+    """`call(*args)` in a worker thread once the project's turn comes; the files' refusals
+    become answers: a link or an odd file 403, a lock held elsewhere too long 503."""
+    async with project.turn:
+        try:
+            return await anyio.to_thread.run_sync(call, *args)
+        except UnsafeHistoryPath as exc:
+            raise ApiError(403, str(exc)) from None
+        except LockTimeout as exc:
+            raise ApiError(503, f"{exc}; try again later", {"Retry-After": "5"}) from None
 
 
 def _state(request: Request) -> ApiState:
@@ -51,14 +79,14 @@ async def reflect(request: Request) -> Response:
     if not config.enabled:
         raise ApiError(503, "the reflect skill is disabled on this server (REFLECT_SKILL_ENABLED=false)")
     asked = _parsed(await read_body(request, state.settings.max_body))
-    history = state.history(project_folder(asked.project_path, state.settings.roots))
+    project = state.project(project_folder(asked.project_path, state.settings.roots))
     # Refused before the model is paid for; the append checks again under the lock.
-    if await anyio.to_thread.run_sync(history.full, redact(asked.session_id)):
+    if await on_disk(project, project.history.full, redact(asked.session_id)):
         raise ApiError(409, str(ReflectionLimitReached(redact(asked.session_id), config.max_reflections)))
     result = await reflect_on_conversation(asked, criteria=config.criteria, threshold=config.threshold,
                                            model=state.settings.model)
     try:
-        await anyio.to_thread.run_sync(history.append, result)
+        await on_disk(project, project.history.append, result)
     except ReflectionLimitReached as exc:
         raise ApiError(409, str(exc)) from None
     return _ok(ReflectResponse(result=result))
@@ -71,15 +99,15 @@ async def history_endpoint(request: Request) -> Response:
 
 async def history(request: Request) -> Response:
     state = _state(request)
-    store = state.history(project_folder(_project_param(request), state.settings.roots))
-    records = await anyio.to_thread.run_sync(store.records, _limit_param(request))
+    project = state.project(project_folder(_project_param(request), state.settings.roots))
+    records = await on_disk(project, project.history.records, _limit_param(request))
     return JsonBody({"success": True, "history": records, "count": len(records)})
 
 
 async def clear_history(request: Request) -> Response:
     state = _state(request)
-    store = state.history(project_folder(_project_param(request), state.settings.roots))
-    moved = await anyio.to_thread.run_sync(store.archive)
+    project = state.project(project_folder(_project_param(request), state.settings.roots))
+    moved = await on_disk(project, project.history.archive)
     return _ok(ClearResponse(archived=moved.count, archive_path=str(moved.path) if moved.path else None))
 
 

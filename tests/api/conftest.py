@@ -1,4 +1,4 @@
-"""Fixtures of the API tests: a root folder with a project in it, and `serve`."""
+"""Fixtures of the API tests: a root folder with a project in it, `serve` and `asgi`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from apikit import Serve, serving
+from apikit import Serve, in_process, serving
 
 from orchestrator.api.settings import ApiSettings
 
@@ -29,7 +29,20 @@ def serve(root: Path) -> Serve:
     """`async with serve(**settings) as client`; the roots default to the `root` fixture."""
 
     def start(**overrides: object) -> AbstractAsyncContextManager[httpx.AsyncClient]:
-        settings = ApiSettings(**{"roots": (root.resolve(),), **overrides})  # type: ignore[arg-type]
-        return serving(settings)
+        return serving(_settings(root, overrides))
 
     return start
+
+
+@pytest.fixture
+def asgi(root: Path) -> Serve:
+    """Like `serve`, but the app is called in-process: for what no socket takes part in."""
+
+    def start(**overrides: object) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+        return in_process(_settings(root, overrides))
+
+    return start
+
+
+def _settings(root: Path, overrides: dict[str, object]) -> ApiSettings:
+    return ApiSettings(**{"roots": (root.resolve(),), **overrides})  # type: ignore[arg-type]
