@@ -9,8 +9,8 @@ five routes whose bodies pydantic already validates and whose OpenAPI document
 dependency for the `api` extra to pin.
 
 The stack, outside in: Starlette's error middleware (a 500 without a traceback), the
-lingering close (an early answer reaches the client), the bearer-token gate, the router
-(404 and 405 as JSON), then the handlers.
+lingering close (an early answer reaches the client), the gate for web pages (Origin,
+Host), the bearer-token gate, the router (404 and 405 as JSON), then the handlers.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from orchestrator.api import routes
 from orchestrator.api.errors import HANDLERS
-from orchestrator.api.guard import LingeringClose, TokenGate
+from orchestrator.api.guard import BrowserGate, LingeringClose, TokenGate
 from orchestrator.api.settings import ApiSettings
 
 
@@ -35,7 +35,8 @@ def create_app(settings: ApiSettings) -> Starlette:
             Route("/api/health", routes.health, methods=["GET"]),
             Route("/openapi.json", routes.openapi, methods=["GET"]),
         ],
-        middleware=[Middleware(LingeringClose), Middleware(TokenGate, token=settings.token)],
+        middleware=[Middleware(LingeringClose), Middleware(BrowserGate, loopback_host=settings.token is None),
+                    Middleware(TokenGate, token=settings.token)],
         exception_handlers=HANDLERS,
     )
     app.state.api = routes.ApiState(settings, _version())

@@ -1,5 +1,11 @@
-"""What stands between a request and the disk: the token, the roots and the body limit.
+"""What stands between a request and the disk: web pages, the token, the roots and the body.
 
+- `BrowserGate`: a browser sends a page's cross-site `text/plain` POST without asking
+  first, and a page under a name made to resolve to 127.0.0.1 (DNS rebinding) can even
+  read the answers. So an `Origin` must be a loopback one (403 otherwise), and a server
+  without a token, which is loopback-only, also wants a loopback `Host`. Requests
+  without `Origin` (curl, scripts, agents) pass; POST also needs a JSON Content-Type
+  (`require_json`, 415), which no page can send cross-site unasked.
 - `TokenGate`: with a token set, every request but `/api/health` needs
   `Authorization: Bearer <token>`, compared in constant time (`hmac.compare_digest`).
 - `project_folder`: a `projectPath` is resolved (symlinks followed) and must lie inside a
@@ -7,7 +13,7 @@
   link at all (`reflection.reflect_history`).
 - `read_body`: the body is read chunk by chunk and refused with 413 as soon as it
   passes the limit; a declared Content-Length over the limit is refused before reading.
-- `LingeringClose`: an answer given before the body was read (401, 413) would reach
+- `LingeringClose`: an answer given before the body was read (401, 403, 413, 415) would reach
   the client only by luck if the connection closed at once, because the unread bytes
   make the kernel reset it. So the answer is sent, then at most `DRAIN_BYTES` more of
   the body (or `DRAIN_S` seconds of it) are read and dropped, then the connection
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import hmac
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 from starlette.datastructures import Headers
@@ -25,10 +32,52 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.api.errors import ApiError, error_response
+from orchestrator.api.settings import is_loopback
 
 OPEN_PATHS = frozenset({"/api/health"})
 DRAIN_BYTES = 1 << 20
 DRAIN_S = 2.0
+
+
+class BrowserGate:
+    """ASGI middleware: 403 for what a web page of another site may have sent."""
+
+    def __init__(self, app: ASGIApp, loopback_host: bool) -> None:
+        self.app = app
+        self.loopback_host = loopback_host
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        problem = self._problem(Headers(scope=scope)) if scope["type"] == "http" else None
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        await error_response(403, problem)(scope, receive, send)
+
+    def _problem(self, headers: Headers) -> str | None:
+        origin = headers.get("origin")
+        if origin is not None and not _loopback_url(origin):
+            return f"this server answers no web page of another site (Origin: {origin[:100]})"
+        host = headers.get("host")
+        if self.loopback_host and host is not None and not _loopback_url(f"//{host}"):
+            return ("without GOLDENLOOP_API_TOKEN this server answers only requests addressed to "
+                    f"localhost, 127.0.0.1 or [::1], not {host[:100]}")
+        return None
+
+
+def _loopback_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a broken [IPv6] literal
+        return False
+    host = parts.hostname
+    return parts.scheme in ("", "http", "https") and host is not None and is_loopback(host)
+
+
+def require_json(request: Request) -> None:
+    """415 unless the body is declared JSON: a page's cross-site form or `text/plain` fetch is not."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json":
+        raise ApiError(415, f"the body must be sent as Content-Type: application/json, not {media or 'untyped'}")
 
 
 class TokenGate:

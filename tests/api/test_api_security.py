@@ -74,7 +74,7 @@ async def test_a_body_over_the_limit_is_refused_with_413(serve: Serve, project: 
 
     async with serve(max_body=2048) as client:
         declared = await client.post(REFLECT, json=big)
-        streamed = await client.post(REFLECT, content=chunks())
+        streamed = await client.post(REFLECT, content=chunks(), headers={"content-type": "application/json"})
     for response in (declared, streamed):
         assert response.status_code == 413
         assert response.json()["error"] == "the request body is larger than this server's limit of 2048 bytes"
@@ -88,8 +88,8 @@ async def test_a_lying_content_length_is_refused_before_the_body_is_sent(serve: 
         assert port is not None
         with anyio.fail_after(5):
             async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-                await stream.send(b"POST /api/skills/reflect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                  b"Content-Length: 1000000000\r\n\r\n{\"a\":")
+                await stream.send(b"POST /api/skills/reflect HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                  b"Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n{\"a\":")
                 answer = b""
                 while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
                     answer += await stream.receive()
@@ -119,3 +119,41 @@ async def test_nothing_outside_the_root_changes_after_the_whole_suite_of_refusal
             assert response.status_code == 403, path
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
     assert not os.path.exists("/.openagents")
+
+
+async def test_a_web_page_of_another_site_can_neither_write_nor_read(asgi: Serve, project: Path) -> None:
+    """A browser sends a cross-site text/plain or form POST without asking; a page under a
+    name rebound to 127.0.0.1 reaches the server with its own Host."""
+    query = {"projectPath": str(project)}
+    async with asgi() as client:
+        refused = [
+            await client.post(REFLECT, content=orjson.dumps(reflect_body(project)),
+                              headers={"content-type": "text/plain"}),
+            await client.post(REFLECT, content=b"projectPath=x",
+                              headers={"content-type": "application/x-www-form-urlencoded"}),
+            await client.post(REFLECT, json=reflect_body(project), headers={"origin": "https://evil.example"}),
+            await client.delete(HISTORY, params=query, headers={"origin": "null"}),
+            await client.get(HISTORY, params=query, headers={"host": "rebound.example:8765"}),
+        ]
+        allowed = [
+            await client.post(REFLECT, json=reflect_body(project, "s-1")),  # a script: no Origin
+            await client.post(REFLECT, json=reflect_body(project, "s-2"), headers={"origin": "http://localhost:5173"}),
+            await client.post(REFLECT, content=orjson.dumps(reflect_body(project, "s-3")),
+                              headers={"content-type": "application/json; charset=utf-8",
+                                       "origin": "http://[::1]:3000"}),
+        ]
+    assert [a.status_code for a in refused] == [415, 415, 403, 403, 403]
+    assert refused[0].json()["error"] == "the body must be sent as Content-Type: application/json, not text/plain"
+    assert refused[2].json()["error"] == ("this server answers no web page of another site "
+                                          "(Origin: https://evil.example)")
+    assert refused[4].json()["error"].endswith("only requests addressed to localhost, 127.0.0.1 or [::1], "
+                                               "not rebound.example:8765")
+    assert [a.status_code for a in allowed] == [200] * 3
+    assert len(history_file(project).read_bytes().splitlines()) == 3
+
+
+async def test_with_a_token_any_host_name_may_be_used(asgi: Serve, project: Path) -> None:
+    async with asgi(token="s3cret-token-value") as client:
+        listed = await client.get(HISTORY, params={"projectPath": str(project)},
+                                  headers={"host": "api.example.com", "authorization": "Bearer s3cret-token-value"})
+    assert listed.status_code == 200
