@@ -54,13 +54,12 @@ def _serve(root: str, ports: Any) -> None:
     """The child: uvicorn, one worker, heuristic only, on a port it tells the parent."""
     import uvicorn
 
-    from orchestrator.api.app import create_app
+    from orchestrator.api.server import server_config
     from orchestrator.commands.serve import listen
 
     listener = listen("127.0.0.1", 0, backlog=1024)
     ports.put(listener.getsockname()[1])
-    app = create_app(ApiSettings(roots=(Path(root),)))
-    uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)).run(sockets=[listener])
+    uvicorn.Server(server_config(ApiSettings(roots=(Path(root),)), log_level="warning")).run(sockets=[listener])
 
 
 async def _wait_until_up(client: httpx.AsyncClient) -> None:

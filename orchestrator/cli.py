@@ -291,6 +291,9 @@ def serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", metavar="M", help="litellm model that judges reflections (default: heuristic only)")
     parser.add_argument("--max-body", type=_number(int, 1), default=1 << 20, metavar="BYTES",
                         help="largest request body accepted (default 1 MiB)")
+    parser.add_argument("--read-timeout", type=_number(float, 0, above=True), default=30.0, metavar="SECONDS",
+                        help="a client gets this long for a request's headers, and as long again for its body "
+                             "(default 30)")
     return parser
 
 

@@ -2,7 +2,8 @@
 
 Handlers turn Starlette's own 404/405, the API's `ApiError` and anything unexpected
 into that shape; an unexpected error is logged with its traceback and answered 500
-with a sentence only, so no stack trace or path reaches the client.
+with a sentence only, so no stack trace or path reaches the client. A client that
+hangs up before its body is in is no failure of the server: one WARNING line.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 log = logging.getLogger("goldenloop.api")
@@ -60,9 +61,17 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, message, exc.headers)
 
 
+async def on_client_gone(request: Request, _exc: Exception) -> Response:
+    client = f"{request.client.host}:{request.client.port}" if request.client else "a client"
+    log.warning("%s closed the connection before the body of its %s %s was in; nothing was done",
+                client, request.method, request.url.path)
+    return error_response(400, "the connection closed before the whole request body arrived")  # read by nobody
+
+
 async def on_unexpected(request: Request, exc: Exception) -> Response:
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
     return error_response(500, "the server failed to answer this request; its log has the details")
 
 
-HANDLERS = {ApiError: on_api_error, HTTPException: on_http_error, Exception: on_unexpected}
+HANDLERS = {ApiError: on_api_error, HTTPException: on_http_error, ClientDisconnect: on_client_gone,
+            Exception: on_unexpected}

@@ -13,6 +13,8 @@
   link at all (`reflection.reflect_history`).
 - `read_body`: the body is read chunk by chunk and refused with 413 as soon as it
   passes the limit; a declared Content-Length over the limit is refused before reading.
+  A body not whole within the read timeout is answered 408: a short one (a
+  Content-Length larger than what comes) would otherwise hold its connection forever.
 - `LingeringClose`: an answer given before the body was read (401, 403, 413, 415) would reach
   the client only by luck if the connection closed at once, because the unread bytes
   make the kernel reset it. So the answer is sent, then at most `DRAIN_BYTES` more of
@@ -124,8 +126,9 @@ def project_folder(raw: str, roots: tuple[Path, ...]) -> Path:
     return folder
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, or 413 as soon as it is known to be larger than `limit` bytes."""
+async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The whole body within `timeout_s` seconds (408), or 413 as soon as it is known to be
+    larger than `limit` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
@@ -133,11 +136,15 @@ async def read_body(request: Request, limit: int) -> bytes:
         if int(declared) > limit:
             raise _too_large(limit)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        with anyio.fail_after(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(limit)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, f"the request body did not arrive whole within {timeout_s:g} seconds") from None
     return b"".join(chunks)
 
 

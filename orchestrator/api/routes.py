@@ -1,7 +1,7 @@
 """The endpoints: reflect, its history (list, clear), health and the OpenAPI document.
 
 Each handler checks in the order that keeps the disk safe: the skill switch, the body
-(type, size, JSON, fields), the project folder against the roots, and only then a
+(type, size, time, JSON, fields), the project folder against the roots, and only then a
 file. Blocking file work (the history's lock and fsync) runs in a worker thread, one per
 project at a time: the store serialises a project's calls anyway, and a project whose
 files stall (a slow disk, a lock another process keeps) must not take every thread.
@@ -79,7 +79,7 @@ async def reflect(request: Request) -> Response:
     if not config.enabled:
         raise ApiError(503, "the reflect skill is disabled on this server (REFLECT_SKILL_ENABLED=false)")
     require_json(request)
-    asked = _parsed(await read_body(request, state.settings.max_body))
+    asked = _parsed(await read_body(request, state.settings.max_body, state.settings.read_timeout))
     project = state.project(project_folder(asked.project_path, state.settings.roots))
     # Refused before the model is paid for; the append checks again under the lock.
     if await on_disk(project, project.history.full, redact(asked.session_id)):

@@ -19,6 +19,7 @@ from reflection.reflect_history import DEFAULT_MAX_PER_SESSION
 from reflection.reflect_skill import HEURISTIC_CRITERIA
 
 DEFAULT_MAX_BODY = 1 << 20  # 1 MiB: a long conversation, far from a memory problem
+DEFAULT_READ_TIMEOUT = 30.0  # seconds for a request's headers, and again for its body
 DEFAULT_THRESHOLD = 0.8
 TOKEN_ENV = "GOLDENLOOP_API_TOKEN"
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -47,6 +48,7 @@ class ApiSettings:
     reflect: ReflectConfig = field(default_factory=ReflectConfig)
     token: str | None = None
     max_body: int = DEFAULT_MAX_BODY
+    read_timeout: float = DEFAULT_READ_TIMEOUT
     model: ChatModel | None = None
 
 

@@ -41,7 +41,7 @@ def run_serve(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
         import uvicorn
     except ImportError:
         return _fail("the API needs Starlette and uvicorn: install goldenloop[api] (pip install 'goldenloop[api]')")
-    from orchestrator.api.app import create_app
+    from orchestrator.api.server import server_config
 
     try:
         settings = build_settings(args, os.environ if env is None else env)
@@ -49,8 +49,7 @@ def run_serve(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     except ServeError as exc:
         return _fail(str(exc))
     library_warnings_to_stderr()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="off",
-                                           server_header=False, access_log=False))
+    server = uvicorn.Server(server_config(settings, log_level="warning"))
     _announce(listener, settings)
     return _serve_until_stopped(server, listener)
 
@@ -65,6 +64,7 @@ def build_settings(args: argparse.Namespace, env: Mapping[str, str]) -> ApiSetti
             reflect=reflect_config_from_env(env, with_model=args.model is not None),
             token=token,
             max_body=args.max_body,
+            read_timeout=args.read_timeout,
             model=_model(args.model),
         )
     except ApiConfigError as exc:

@@ -15,6 +15,7 @@ import httpx
 import uvicorn
 
 from orchestrator.api.app import create_app
+from orchestrator.api.server import server_config
 from orchestrator.api.settings import ApiSettings
 from orchestrator.commands.serve import listen
 
@@ -39,7 +40,7 @@ class _Server(uvicorn.Server):
 async def serving(settings: ApiSettings) -> AsyncIterator[httpx.AsyncClient]:
     listener = listen("127.0.0.1", 0)
     port = listener.getsockname()[1]
-    server = _Server(uvicorn.Config(create_app(settings), lifespan="off", log_level="critical", access_log=False))
+    server = _Server(server_config(settings, log_level="critical"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     try:
