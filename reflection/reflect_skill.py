@@ -58,7 +58,7 @@ class ReflectRequest(CamelModel):
     session_id: str = Field(min_length=1, max_length=200)
     conversation: list[Message] = Field(min_length=1, max_length=MAX_MESSAGES)
     task_description: str = Field(default="", max_length=20_000)
-    max_insights: int = Field(default=5, ge=1, le=20)
+    max_insights: int = Field(default=5, ge=1, le=20, strict=True)  # not true, 5.0 or "5"
 
 
 class CriterionResult(CamelModel):

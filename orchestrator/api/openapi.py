@@ -15,15 +15,22 @@ from reflection.reflect_skill import ReflectRequest
 
 REF = "#/components/schemas/{model}"
 ERRORS = {
-    "400": "the body or a query parameter is invalid (the sentence names the field)",
+    "400": "the body is not a JSON object, projectPath is not absolute, or a query parameter is invalid",
     "401": "the bearer token is missing or wrong (only when the server has one)",
-    "403": "projectPath resolves outside the server's --root folders",
+    "403": "projectPath resolves outside the server's --root folders; a link, or a file that is not a regular "
+           "one, stands where the project's history is kept; the request carries the Origin of a web page "
+           "that is not on this machine, or (without a token) a Host that is not loopback",
     "404": "the project folder does not exist, or no such route",
     "405": "the method is not allowed on this path",
+    "408": "the request body did not arrive whole within the server's --read-timeout",
     "409": "the session already holds REFLECT_MAX_REFLECTIONS reflections in this project",
     "413": "the request body is larger than the server's --max-body",
+    "415": "the body is not sent as Content-Type: application/json",
+    "422": "the body is JSON but does not match the schema: a field missing, unknown, of another type or out of "
+           "range (the sentence names it)",
     "500": "the server failed; the sentence says so and the server log has the details",
-    "503": "the reflect skill is disabled (REFLECT_SKILL_ENABLED=false)",
+    "503": "the reflect skill is disabled (REFLECT_SKILL_ENABLED=false), or another process has held the "
+           "project's history lock too long (Retry-After says when to try again)",
 }
 
 
@@ -57,23 +64,23 @@ def _paths() -> dict[str, Any]:
     return {
         "/api/skills/reflect": {"post": _operation(
             "reflect", "Reflect on a conversation and store the result", "ReflectResponse",
-            ["400", "401", "403", "404", "405", "409", "413", "500", "503"],
+            ["400", "401", "403", "404", "405", "408", "409", "413", "415", "422", "500", "503"],
             requestBody={"required": True, "content": {"application/json": {"schema": _ref("ReflectRequest")}}},
         )},
         "/api/skills/reflect/history": {
             "get": _operation("reflectHistory", "The project's reflections, newest first", "HistoryResponse",
-                              ["400", "401", "403", "404", "405", "500"], parameters=[project, limit]),
+                              ["400", "401", "403", "404", "405", "500", "503"], parameters=[project, limit]),
             "delete": _operation("clearReflectHistory", "Move the project's reflections to the archive",
-                                 "ClearResponse", ["400", "401", "403", "404", "405", "500"],
+                                 "ClearResponse", ["400", "401", "403", "404", "405", "500", "503"],
                                  parameters=[project]),
         },
         "/api/health": {"get": {**_operation("health", "Whether the server answers", "HealthResponse",
-                                             ["405", "500"]), "security": []}},
+                                             ["403", "405", "500"]), "security": []}},
         "/openapi.json": {"get": {
             "operationId": "openapi", "summary": "This document",
             "responses": {"200": {"description": "the OpenAPI 3.1 document",
                                   "content": {"application/json": {"schema": {"type": "object"}}}},
-                          **{code: {"$ref": f"#/components/responses/{code}"} for code in ("401", "405", "500")}},
+                          **{code: _error_ref(code) for code in ("401", "403", "405", "500")}},
         }},
     }
 
@@ -81,8 +88,12 @@ def _paths() -> dict[str, Any]:
 def _operation(op_id: str, summary: str, schema: str, errors: list[str], **extra: Any) -> dict[str, Any]:
     responses: dict[str, Any] = {"200": {"description": "success",
                                          "content": {"application/json": {"schema": _ref(schema)}}}}
-    responses.update({code: {"$ref": f"#/components/responses/{code}"} for code in errors})
+    responses.update({code: _error_ref(code) for code in errors})
     return {"operationId": op_id, "summary": summary, **extra, "responses": responses}
+
+
+def _error_ref(code: str) -> dict[str, str]:
+    return {"$ref": f"#/components/responses/{code}"}
 
 
 def _error(text: str) -> dict[str, Any]:

@@ -135,7 +135,7 @@ def _parsed(body: bytes) -> ReflectRequest:
     try:
         return ReflectRequest.model_validate(data)
     except ValidationError as exc:
-        raise ApiError(400, _field_problem(exc)) from None
+        raise ApiError(422, _field_problem(exc)) from None
 
 
 def _field_problem(exc: ValidationError) -> str:

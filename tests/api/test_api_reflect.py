@@ -117,23 +117,27 @@ async def test_a_session_past_max_reflections_is_refused_with_409(serve: Serve, 
     assert "REFLECT_MAX_REFLECTIONS" in refused.json()["error"] and "session-1" in refused.json()["error"]
 
 
-@pytest.mark.parametrize(("body", "words"), [
-    (b"{not json", "not valid JSON"),
-    (b"[1, 2]", "must be a JSON object"),
-    (orjson.dumps({"projectPath": "/x", "sessionId": "s"}), "conversation is required"),
-    (orjson.dumps({"projectPath": "/x", "sessionId": "s", "conversation": [{"role": "robot", "content": "hi"}]}),
-     "conversation[0].role is invalid"),
-    (orjson.dumps({"projectPath": "/x", "sessionId": "s", "conversation": conversation(), "maxInsights": 21}),
-     "maxInsights is invalid"),
-    (orjson.dumps({"projectPath": "relative/x", "sessionId": "s", "conversation": conversation()}),
-     "must be an absolute path"),
-    (orjson.dumps({"projectPath": "/x", "sessionId": "s", "conversation": conversation(), "maxInsight": 3}),
-     "the field maxInsight is not one this endpoint reads"),
+def _body(**fields: object) -> bytes:
+    return orjson.dumps({"projectPath": "/x", "sessionId": "s", "conversation": conversation(), **fields})
+
+
+@pytest.mark.parametrize(("body", "status", "words"), [
+    (b"{not json", 400, "not valid JSON"),
+    (b"[1, 2]", 400, "must be a JSON object"),
+    (_body(projectPath="relative/x"), 400, "must be an absolute path"),
+    (orjson.dumps({"projectPath": "/x", "sessionId": "s"}), 422, "conversation is required"),
+    (_body(conversation=[{"role": "robot", "content": "hi"}]), 422, "conversation[0].role is invalid"),
+    (_body(maxInsights=21), 422, "maxInsights is invalid"),
+    (_body(maxInsight=3), 422, "the field maxInsight is not one this endpoint reads"),
+    # The OpenAPI document says integer: JSON's true, 5.0 and "5" are not one.
+    (_body(maxInsights=True), 422, "the field maxInsights is invalid: input should be a valid integer"),
+    (_body(maxInsights="5"), 422, "the field maxInsights is invalid: input should be a valid integer"),
+    (_body(maxInsights=5.0), 422, "the field maxInsights is invalid: input should be a valid integer"),
 ])
-async def test_a_bad_body_is_a_400_naming_the_problem(serve: Serve, body: bytes, words: str) -> None:
-    async with serve() as client:
+async def test_a_bad_body_is_refused_naming_the_problem(asgi: Serve, body: bytes, status: int, words: str) -> None:
+    async with asgi() as client:
         response = await client.post(REFLECT, content=body, headers={"content-type": "application/json"})
-    assert response.status_code == 400
+    assert response.status_code == status
     assert response.json()["success"] is False and words in response.json()["error"]
 
 
@@ -190,7 +194,7 @@ async def test_openapi_documents_every_path_response_and_error(serve: Serve) -> 
             "HealthResponse", "ErrorResponse"} <= set(schemas)
     assert set(schemas["ReflectRequest"]["required"]) == {"projectPath", "sessionId", "conversation"}
     post = doc["paths"]["/api/skills/reflect"]["post"]["responses"]
-    assert set(post) == {"200", "400", "401", "403", "404", "405", "409", "413", "500", "503"}
+    assert set(post) == {"200", "400", "401", "403", "404", "405", "408", "409", "413", "415", "422", "500", "503"}
     for code, response in doc["components"]["responses"].items():
         assert response["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorResponse"}
     _all_refs_resolve(doc, doc)
