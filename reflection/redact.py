@@ -21,6 +21,12 @@ password of a connection string, a netrc entry or a command (`docker login -p`),
 the signature of a signed URL, or as the value of a secret-named key or flag. Hashes,
 ids and base64 data elsewhere are left alone, because nothing says they are secret.
 
+Personal data and internal infrastructure go the same way: e-mail addresses, phone
+numbers, private IP addresses, internal host names (`*.internal`, `*.corp`, `*.local`,
+or a label such as `ci` or `int` inside a company's domain), and people's names where
+their place says they are one (before an address, in a commit's author and trailer
+lines, in git's config, in `git blame`, under an author key).
+
 Generic `NAME=value` assignments (and `--name value` flags) are the fuzzy part. A
 value is redacted only when the name ends in a secret word (`*_TOKEN`, `*_SECRET`,
 `PASSWORD`, `api_key`, `client_secret`, ...; a bare `*_key` in lower-case code needs a
@@ -153,6 +159,11 @@ def _credential_like(value: str, *, quoted: bool, config: bool, env_line: bool) 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "pass"})
 _TOKEN_WORDS = frozenset({"token"})
+# `GH_PAT`, `AZURE_DEVOPS_EXT_PAT`: a personal access token, named so in upper case only
+# (a lower-case `pat` is as often a regex pattern).
+_SHOUTED_TOKEN_WORDS = frozenset({"pat"})
+# `SECRET_KEY_BASE`, `SIGNING_KEY_HEX`: the encoding after the name does not make it less secret.
+_ENCODING_SUFFIX = re.compile(r"[_.-](?i:base(?:64)?|b64|hex)$")
 _SECRET_WORDS = frozenset({"secret", "credential", "credentials", "apikey"})
 # `cache_key`, `sort_key`, `primary_key` are code; these qualifiers make a `*_key` secret.
 _KEY_QUALIFIERS = frozenset(
@@ -168,15 +179,16 @@ _KEY_QUALIFIERS = frozenset(
 
 def _secret_kind(name: str) -> str | None:
     """The placeholder kind for a value stored under `name`, or None if not secret."""
-    words = [word.lower() for word in _WORD.findall(name)]
+    shouting = name.upper() == name
+    words = [word.lower() for word in _WORD.findall(_ENCODING_SUFFIX.sub("", name))]
     if not words:
         return None
-    last, shouting = words[-1], name.upper() == name
+    last = words[-1]
     if last in _PASSWORD_WORDS:
         return "password" if last != "pass" or len(words) > 1 else None
     if last.endswith(("password", "passwd")):  # PGPASSWORD, dbpassword: one word
         return "password"
-    if last in _TOKEN_WORDS:
+    if last in _TOKEN_WORDS or shouting and last in _SHOUTED_TOKEN_WORDS:
         return "token"
     if last in _SECRET_WORDS:
         return "secret"
@@ -189,7 +201,8 @@ def _secret_kind(name: str) -> str | None:
 
 _ASSIGNMENT = re.compile(
     r"""(?<![\w.-])
-    (?P<name>[\w.-]*?(?i:key|token|secret|passw(?:or)?d|pwd|pass(?:phrase)?|credentials?))
+    (?P<name>[\w.-]*?(?:(?i:key|token|secret|passw(?:or)?d|pwd|pass(?:phrase)?|credentials?)
+                        (?:_(?i:base(?:64)?|b64|hex))?|PAT))
     (?P<kq>\\?["']?)\]?
     (?P<sep>[ \t]*(?::=|[:=])[ \t]*)
     (?![=:])
@@ -199,6 +212,7 @@ _ASSIGNMENT = re.compile(
     re.VERBOSE,
 )
 _ENV_LINE_PREFIXES = frozenset({"", "export", "-"})
+_PAT_VALUE = re.compile(r"[A-Za-z0-9_-]{20,}")  # what a personal access token is made of
 
 
 # `--token VALUE`: a flag and its value, apart. The value is judged as code would be
@@ -257,6 +271,8 @@ def _replace_assignment(match: re.Match[str]) -> str:
     follows = match.string[match.end() : match.end() + 1]
     if not quoted and (value.lower() == name.lower() or follows in ("(", "[")):
         return match[0]  # `token=token`, `password=get_password(...)`: code, not data
+    if name.endswith("PAT") and not _PAT_VALUE.fullmatch(value):
+        return match[0]  # `URL_PAT = "(?:...)"`: a constant named for a pattern
     at_line_start = _line_prefix(match) in _ENV_LINE_PREFIXES
     config = bool(match["kq"]) or name.isupper() or name.startswith("-") or at_line_start
     # `API_KEY=value` tight against an upper-case name is a shell or env assignment even
@@ -355,6 +371,64 @@ def _replace_internal_host(match: re.Match[str]) -> str:
     return placeholder("internal_host")
 
 
+# --- people and machines --------------------------------------------------------------
+#
+# A name is only recognised where it stands for a person by position: before an e-mail
+# address, in a commit's author or trailer lines, in git's own config, in `git blame`, and
+# under an author key. Capitalised words elsewhere are left alone: "Release Manager" is
+# prose, and a false name costs a reader more than it protects.
+
+_CAP, _SMALL = "A-ZÀ-ÖØ-Þ", "a-zß-öø-ÿ"
+_NAME_WORD = rf"[{_CAP}][{_SMALL}]+(?:[-'’][{_CAP}]?[{_SMALL}]+)*"  # Jane, García-López, O'Neil
+_NAME_LINK = rf"[{_CAP}]\.|(?:van|von|der|den|de|del|della|di|da|du|dos|la|le|bin|al|ter|ten)(?![\w.-])"
+_PERSON = rf"{_NAME_WORD}(?:[ \t]+(?:{_NAME_LINK}|{_NAME_WORD})){{0,3}}?[ \t]+{_NAME_WORD}"
+_AT_ADDRESS = r"(?=[ \t]*<(?:[^<>\s@]++@[^<>\s]++|\[REDACTED:email\])>)"  # ` <jane@x>` follows
+# Lines that name a person: trailers, `git log`/`git show` headers, raw commit objects.
+_PERSON_LABEL = (
+    r"(?im:^[ \t>#*/-]*:?(?:(?:co-authored|signed-off|reviewed|acked|tested|reported|suggested|helped)-by"
+    r"|authors?|committer|tagger|maintainers?)(?:[ \t]*:[ \t]*|[ \t]+))"
+)
+# A quoted name, up to its closing quote or an address: `"Jane Doe <jane@x>"`.
+_QUOTED = r"(?P<q>[\"'])(?P<secret>{first}[^\"'\n<]{{0,79}}?)[ \t]*(?=<|(?P=q))"
+_QUOTED_NAME = _QUOTED.format(first=r"[^\s\"'$%{<\[]")  # not `"$AUTHOR"`, `"{{ author }}"`
+_QUOTED_CAPITALISED = _QUOTED.format(first=f"[{_CAP}]")
+
+
+def _replace_unquoted_or_quoted(kind: str) -> Replacer:
+    """The quoted value (group "qv") or the bare one ("uv"), whichever matched."""
+
+    def replace(match: re.Match[str]) -> str:
+        return _splice(match, "qv" if match["qv"] is not None else "uv", kind)
+
+    return replace
+
+
+def _replace_phone(match: re.Match[str]) -> str:
+    digits = sum(ch.isdigit() for ch in match[0])
+    return placeholder("phone") if 8 <= digits <= 15 else match[0]
+
+
+# Labels of a host name that say it is inside a company: `build-01.ci.acme-corp.com`.
+# Not `dev`, `prod`, `staging` or `svc`: public APIs use them too (`api.dev.<vendor>.com`).
+_INTERNAL_LABELS = frozenset(
+    {"internal", "intranet", "corp", "int", "priv", "private", "lan", "local", "ci", "build", "builds",
+     "jenkins", "vpn", "dmz", "mgmt", "infra", "onprem"}
+)  # fmt: skip
+# Public suffixes a company's hosts end in; not `.py`, `.sh`, `.pl`, `.rs`, `.md`: file names.
+_HOST_SUFFIXES = ("com", "net", "org", "io", "dev", "app", "ai", "cloud", "co", "tech", "info", "biz",
+                  "us", "uk", "de", "fr", "nl", "eu", "ca", "au", "jp", "ch", "se", "no", "fi", "dk",
+                  "es", "it", "be", "at", "cz", "nz", "ie", "sg")  # fmt: skip
+_LABEL_NUMBER = re.compile(r"-?\d+$")  # build-01, ci2
+
+
+def _replace_labelled_host(match: re.Match[str]) -> str:
+    """A host with an internal label between its first and its domain (`build-01.ci.acme-corp.com`)."""
+    labels = match[0].lower().split(".")
+    if not any(_LABEL_NUMBER.sub("", label) in _INTERNAL_LABELS for label in labels[1:-2]):
+        return match[0]
+    return _replace_internal_host(match)
+
+
 # --- the rules, most specific first ----------------------------------------------------
 
 _B = r"(?<![\w-])"  # a token starts here: not inside a word or a dashed name
@@ -407,6 +481,36 @@ _PREFIXED_TOKENS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("postman_key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", ("pmak-",)),
     ("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}", ("age-secret-key-1",)),
     ("telegram_bot_token", r"\d{8,10}:AA[\w-]{33}(?![\w-])", (":aa",)),
+    # JFrog: an API key, and a reference token (base64 of "reftkn:01:...").
+    ("jfrog_token", r"(?:AKCp[A-Za-z0-9]{60,}+|cmVmdGtu[A-Za-z0-9+/]{40,}+=*+)", ("akcp", "cmvmdgtu")),
+)  # fmt: skip
+
+# Where a person is named (see "people and machines"), most specific first.
+_PEOPLE: tuple[_Rule, ...] = (
+    _rule("name", _PERSON_LABEL + r"(?P<secret>[^\s<>\[][^\n<>]{0,78}?)" + _AT_ADDRESS,
+          ("@", "[redacted:email]")),
+    _rule("name", r"(?<![\w.'’-])(?P<secret>" + _PERSON + ")" + _AT_ADDRESS, ("@", "[redacted:email]")),
+    _rule("name", r"(?im:^[ \t>#*/-]*:?(?:authors?|committer|maintainers?)[ \t]*:[ \t]*)"
+          r"(?P<secret>" + _PERSON + r")[ \t]*(?=\n|$)", ("author", "committer", "maintainer")),
+    _rule("name", r"__(?:author|maintainer)__[ \t]*=[ \t]*" + _QUOTED_NAME, ("__author__", "__maintainer__")),
+    _rule("name", r"(?<![\w-])(?P<kq>[\"']?)(?:author|maintainer|committer)(?:_?name)?(?P=kq)[ \t]*[:=][ \t]*"
+          + _QUOTED_CAPITALISED, ("author", "maintainer", "committer")),
+    # `{name = "Jane Doe", email = "..."}` (pyproject.toml), `{"name": ..., "email": ...}`.
+    _rule("name", r"(?<![\w-])(?P<kq>[\"']?)name(?P=kq)[ \t]*[:=][ \t]*(?P<q>[\"'])(?P<secret>[^\"'\n]{1,80}?)"
+          r"(?P=q)[ \t]*,[ \t]*(?P<eq>[\"']?)e-?mail(?P=eq)[ \t]*[:=]", ("mail",)),
+    # git's own record of a person: `git config -l`, `git config user.name "..."`, the
+    # [user] section of a .gitconfig, GIT_AUTHOR_NAME, and the lines of `git blame`.
+    _rule("name", r"(?m:^user\.name=)(?P<secret>[^\s\[][^\n]*?)[ \t]*(?=\n|$)", ("user.name",)),
+    _rule("name", r"(?<![\w-])git[ \t]+[^\n|;&]*?config[^\n|;&]*?[ \t]user\.name[ \t]+"
+          r"(?:(?P<vq>[\"'])(?P<qv>[^\"'\n]+)(?P=vq)|(?P<uv>[^\s\"'$\[-]\S*))", ("user.name",),
+          _replace_unquoted_or_quoted("name")),
+    _rule("name", r"\[user\][ \t]*\n(?:[ \t]*[\w.-]+[ \t]*=[^\n]*\n){0,5}?[ \t]*name[ \t]*=[ \t]*"
+          r"(?P<secret>[^\s\[][^\n]*?)[ \t]*(?=\n|$)", ("[user]",)),
+    _rule("name", r"(?<![\w-])GIT_(?:AUTHOR|COMMITTER)_NAME="
+          r"(?:(?P<vq>[\"'])(?P<qv>[^\"'\n]+)(?P=vq)|(?P<uv>[^\s\"'$]+))",
+          ("git_author_name", "git_committer_name"), _replace_unquoted_or_quoted("name")),
+    _rule("name", r"\((?P<secret>[^()\n\d\[\s][^()\n\d]{0,59}?)[ \t]+\d{4}-\d\d-\d\d[ \t]+\d\d:\d\d:\d\d"
+          r"[ \t]+[+-]\d{4}[ \t]+\d+\)", (":",)),
 )  # fmt: skip
 
 # Base64 lines, headers (Proc-Type: 4,ENCRYPTED) and escaped newlines, but no run of
@@ -441,12 +545,16 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "gitlab_token",  # personal, deploy, runner, trigger, CI job, OAuth, feed... tokens
-        _B + r"(?:gl(?:pat|dt|rt|ptt|cbt|imt|oas|soat|ft|agent|wt)-|GR1348941)[A-Za-z0-9_-]{20,}+",
+        # A routable token ends in `.<version>.<payload length and checksum>`.
+        _B + r"(?:gl(?:pat|dt|rt|ptt|cbt|imt|oas|soat|ft|agent|wt)-|GR1348941)[A-Za-z0-9_-]{20,}+"
+        r"(?:\.\d{2}\.[0-9a-z]{6,12}+)?",
         ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glimt-", "gloas-", "glsoat-", "glft-",
          "glagent-", "glwt-", "gr1348941"),
     ),  # fmt: skip
     _rule("slack_token", _B + r"(?:xox[abeprs]|xapp)-[A-Za-z0-9-]{10,}+", ("xox", "xapp-")),
     _rule("google_api_key", _B + r"AIza[0-9A-Za-z_-]{35}(?![\w-])", ("aiza",)),
+    # An Entra ID (Azure AD) client secret: three characters, a digit, "Q~", the rest.
+    _rule("azure_client_secret", r"(?<![\w~.-])[\w.-]{3}\dQ~[\w~.-]{31,34}+(?![\w~-])", ("q~",)),
     _rule(
         "stripe_key",
         _B + r"(?:(?:sk|rk)_(?:live|test)|pk_live)_[A-Za-z0-9]{10,}+",
@@ -560,7 +668,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "secret",
         _ASSIGNMENT,
-        ("key", "token", "secret", "pass", "pwd", "credential"),
+        ("key", "token", "secret", "pass", "pwd", "credential", "pat"),
         _replace_assignment,
     ),
     _Rule(
@@ -569,6 +677,7 @@ _RULES: tuple[_Rule, ...] = (
         ("key", "token", "secret", "pass", "pwd", "credential"),
         _replace_flag_value,
     ),
+    *_PEOPLE,  # before the e-mail rule: an address is what tells a name from other words
     _rule(
         "email",
         r"(?<![\w.+%-])[A-Za-z0-9._%+-]++@(?P<domain>[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)+)",
@@ -588,6 +697,28 @@ _RULES: tuple[_Rule, ...] = (
         r"(?![\w-]|\.[A-Za-z0-9])",
         (".internal", ".local", ".corp", ".lan", ".intranet"),
         _replace_internal_host,
+    ),
+    _rule(
+        "internal_host",
+        r"(?<![\w.@-])(?:[A-Za-z0-9][A-Za-z0-9-]*+\.){3,}+(?i:" + "|".join(_HOST_SUFFIXES) + r")"
+        r"(?![\w-]|\.[A-Za-z0-9])",
+        tuple(f".{label}" for label in _INTERNAL_LABELS),  # rarer than ".com"
+        _replace_labelled_host,
+    ),
+    # +44 20 7946 0958, +14155550123, (415) 555-0142, 415-555-0199, 415.555.0175
+    _rule(
+        "phone",
+        # The "+" first and the look-behind after it: `re` then jumps from one "+" to the next.
+        r"\+(?<![\w+/=.-]\+)[1-9](?:\d{0,2}(?:[ .-]\(?\d{1,8}\)?|\(\d{1,5}\)){2,5}+(?![\w/:]|[-.]\d)"
+        r"|\d{9,14}(?![\w/.-]))",
+        ("+",),
+        _replace_phone,
+    ),
+    _rule(
+        "phone",
+        r"(?<![\w.+/-])(?:\(\d{3}\)[ \t]?\d{3}[-.]\d{4}|\d{3}-\d{3}-\d{4}|\d{3}\.\d{3}\.\d{4})"
+        r"(?![\w/]|[-.]\d)",
+        ("-", "."),
     ),
 )
 
