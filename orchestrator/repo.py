@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from orchestrator.tempfiles import temp_prefix
+
 logger = logging.getLogger("goldenloop.repo")
 
 OPENAGENTS = ".openagents/"
@@ -60,6 +62,10 @@ def _outside_openagents(paths: set[str]) -> set[str]:
 
 def _split_z(output: str) -> list[str]:
     return [item for item in output.split("\0") if item]
+
+
+def _lines_of(items: list[str]) -> bytes:
+    return b"".join(os.fsencode(item) + b"\n" for item in items)
 
 
 def _truncate(text: str, max_bytes: int | None) -> str:
@@ -124,6 +130,18 @@ class Repo:
             raise RepoError(f"git {args[0]} failed: {detail}")
         return done.stdout.removesuffix("\n") if strip else done.stdout
 
+    def _objects(self, *args: str, data: bytes = b"") -> bytes:
+        """A git command fed `data` on its standard input; its output as bytes (object work)."""
+        try:
+            done = subprocess.run(["git", *args], cwd=self.root, env={**os.environ, **_BASE_ENV}, input=data,
+                                  capture_output=True, check=False)
+        except FileNotFoundError:
+            raise RepoError("git is not installed (or not on PATH); goldenloop needs it") from None
+        if done.returncode != 0:
+            detail = (os.fsdecode(done.stderr).strip().splitlines() or [""])[-1]
+            raise RepoError(f"git {args[0]} failed: {detail}")
+        return done.stdout
+
     def _commit_sha(self, rev: str) -> str:
         if rev in self._commits:  # commits never change: check each name once
             return self._commits[rev]
@@ -143,7 +161,7 @@ class Repo:
     def _scratch_index(self, rev: str, replaced: Iterable[str] = ()) -> Iterator[dict[str, str]]:
         """An environment whose index is a private copy of `rev`'s tree, except for the
         `replaced` paths, whose entries the caller is about to overwrite anyway."""
-        with tempfile.TemporaryDirectory(prefix="goldenloop-index-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("index")) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             if not self._copy_user_index(rev, set(replaced), env):
                 self._git("read-tree", rev, env=env)
@@ -301,7 +319,7 @@ class Repo:
         """Apply a `snapshot` to the working tree (normally right after `restore`)."""
         if not patch.strip():
             return
-        with tempfile.TemporaryDirectory(prefix="goldenloop-patch-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("patch")) as tmp:
             patch_file = Path(tmp) / "snapshot.patch"
             patch_file.write_bytes(os.fsencode(patch))
             try:
@@ -331,38 +349,63 @@ class Repo:
                 env[var] = fallback
         return env
 
-    def commit(self, paths: list[str], message: str, *, before_ref: Callable[[str, str], None] | None = None) -> str:
+    def commit(self, paths: list[str], message: str, *, before_ref: Callable[[str, str], None] | None = None,
+               contents: Mapping[str, bytes | None] | None = None) -> str:
         """Commit exactly `paths` (additions, edits, deletions) on top of HEAD; return the sha.
 
-        The commit is built on a private index (`write-tree`, `commit-tree`) and HEAD is
-        moved with `update-ref`, so the user's index is only touched afterwards, to drop
-        the old content of these paths; anything else they staged stays staged. Hooks do
-        not run: the change was verified. `before_ref(old, new)` is called once the commit
-        exists and before HEAD moves (the journal's record, for recovery after a kill).
+        `contents`: paths committed with these bytes (None: removed) rather than the
+        working tree's, which keeps what it holds. The commit is built on a private index
+        (`write-tree`, `commit-tree`); then, as git does, the user's index takes these
+        paths' new entries and HEAD moves last (`update-ref`): a kill between the two
+        leaves the commit staged, never its reversal. Anything else the user staged stays
+        staged. Hooks do not run: the change was verified. `before_ref(old, new)` is called
+        once the commit exists, before the user's index or HEAD changes (the journal's
+        record, for recovery after a kill).
         """
         if not paths:
             raise RepoError("nothing to commit: no paths were given")
-        head = self.head()
-        present = [p for p in paths if os.path.lexists(self.root / p)]
-        gone = [p for p in paths if p not in present]
+        head, given = self.head(), {p: contents[p] for p in paths if contents and p in contents}
+        present = [p for p in paths if p not in given and os.path.lexists(self.root / p)]
+        gone = [p for p in paths if p not in given and p not in present]
         if gone:  # a deletion can only be staged for a path the base tree knows
             known = self._paths_in_tree(head, gone)
             present += [p for p in gone if p in known]
-        with self._scratch_index(head, replaced=present) as env:
-            if present:
-                self._update_index(present, env)
+        with self._scratch_index(head, replaced=[*present, *given]) as env:
+            self._stage(present, given, env)
             tree = self._git("write-tree", env=env)
         if tree == self._tree_of(head):
             raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD")
         sha = self._git("commit-tree", tree, "-p", head, "-m", message, env=self._identity_env())
         if before_ref is not None:
             before_ref(head, sha)
+        self._stage(present, given)  # the user's index: what was just committed
         self._git("update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD", sha, head)
         self._trees[sha] = tree
-        if present:  # the working tree holds what was just committed: the user's index follows it
-            self._update_index(present)
-        logger.info("committed %d path(s) as %s", len(present), sha[:12])
+        logger.info("committed %d path(s) as %s", len(present) + len(given), sha[:12])
         return sha
+
+    def _stage(self, paths: list[str], given: Mapping[str, bytes | None], env: Mapping[str, str] | None = None) -> None:
+        """Index entries of `paths` from the working tree and of `given` from their bytes."""
+        if paths:
+            self._update_index(paths, env)
+        for path, data in given.items():
+            if data is None:
+                self._git("update-index", "--force-remove", "--", path, env=env)
+            else:
+                blob = self._objects("hash-object", "-w", "--no-filters", "--stdin", data=data).decode().strip()
+                self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+
+    def finish_commit(self, paths: list[str], old: str, new: str) -> bool:
+        """Finish a commit of `paths` from `old` to `new` that a killed run began: the user's
+        index entries as `new` has them, then HEAD moved on from `old`. False (nothing done)
+        when HEAD is neither: someone committed since, and history is never rewritten."""
+        head = self.head()
+        if head not in (old, new):
+            return False
+        self._git("reset", "--quiet", new, "--", *paths)
+        if head == old:
+            self._git("update-ref", "-m", "goldenloop: a commit a killed run began", "HEAD", new, old)
+        return True
 
     def fold_commits_since(self, base: str) -> list[str]:
         """Commits made on top of `base` (an agent that commits its own work) become changes
@@ -387,13 +430,46 @@ class Repo:
         if paths:
             self._git("reset", "--quiet", "--", *paths)
 
-    def restore(self, base: str, dirty_before: set[str]) -> list[str]:
+    # -- bytes git can give back --------------------------------------------------------
+
+    def blob(self, rev: str, path: str) -> bytes | None:
+        """The bytes of `path` in commit `rev`; None when it has no such file."""
+        try:
+            return self._objects("cat-file", "blob", f"{rev}:{path}")
+        except RepoError:
+            return None
+
+    def hold(self, paths: Iterable[str]) -> None:
+        """Write these files' bytes into git's object store: once held, overwriting them
+        loses nothing (an attempt's output, the moment it is made)."""
+        files = self._plain_files(paths)
+        if files:
+            self._objects("hash-object", "-w", "--no-filters", "--stdin-paths", data=_lines_of(files))
+
+    def held(self, paths: Iterable[str]) -> set[str]:
+        """Of `paths`, the files whose exact bytes git's object store holds."""
+        files = self._plain_files(paths)
+        if not files:
+            return set()
+        ids = self._objects("hash-object", "--no-filters", "--stdin-paths", data=_lines_of(files)).decode().split()
+        found = self._objects("cat-file", "--batch-check", data=_lines_of(ids)).decode().splitlines()
+        return {path for path, line in zip(files, found, strict=True) if not line.endswith(" missing")}
+
+    def _plain_files(self, paths: Iterable[str]) -> list[str]:
+        """Regular files (not links) whose names git reads one a line."""
+        return [p for p in paths if "\n" not in p and (self.root / p).is_file() and not (self.root / p).is_symlink()]
+
+    def restore(self, base: str, dirty_before: set[str],
+                keep: Callable[[list[str]], object] | None = None) -> list[str]:
         """Undo the attempt: tracked files back to `base`, files it created removed.
 
         Pre-existing untracked files and `.openagents/` are left alone; HEAD does not move.
-        Returns the restored or removed paths, sorted.
+        `keep` is given the paths about to be undone before anything changes. Returns the
+        restored or removed paths, sorted.
         """
         tracked, created = self._changes(base, dirty_before)
+        if keep is not None and (tracked or created):
+            keep(sorted(tracked | created))
         if tracked:
             base = self._commit_sha(base)
             self._git("restore", f"--source={base}", "--staged", "--worktree", "--", *tracked)

@@ -27,6 +27,7 @@ from orchestrator.executors.command import COMMAND_NOT_FOUND, execution_result
 from orchestrator.executors.memory_file import AgentMemory, reflections_block
 from orchestrator.executors.presets import DEFAULT_TURNS, PRESETS, Preset, Report, Scratch, Settings
 from orchestrator.runlog import RunLog
+from orchestrator.tempfiles import temp_prefix
 from reflection.meter import Meter
 from reflection.redact import redact
 
@@ -76,7 +77,7 @@ class AgentExecutor:
         return replace(self.settings, budget_usd=self.spend.remaining_usd())
 
     async def execute(self, request: ExecutionRequest) -> ExecutionResult:
-        scratch = Scratch(Path(tempfile.mkdtemp(prefix="goldenloop-agent-")))
+        scratch = Scratch(Path(tempfile.mkdtemp(prefix=temp_prefix("agent"))))
         prompt = redact(request.prompt)
         try:
             scratch.prompt.write_text(prompt, encoding="utf-8")

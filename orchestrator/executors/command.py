@@ -17,6 +17,7 @@ from pathlib import Path
 from orchestrator.checks.verify import CommandResult, run_command
 from orchestrator.config import template_problem
 from orchestrator.executors.base import ExecutionRequest, ExecutionResult
+from orchestrator.tempfiles import temp_prefix
 from reflection.redact import redact
 
 log = logging.getLogger("goldenloop.executors.command")
@@ -62,7 +63,7 @@ def _check_template(template: str) -> None:
 
 def _write_prompt(prompt: str) -> Path:
     """The redacted prompt in a private temporary file outside the repository."""
-    fd, name = tempfile.mkstemp(prefix="goldenloop-prompt-", suffix=".md")
+    fd, name = tempfile.mkstemp(prefix=temp_prefix("prompt"), suffix=".md")  # a killed run's: swept by the next
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(redact(prompt))
     return Path(name)
