@@ -160,6 +160,11 @@ class HumanLines:
         paths = e.get("paths") or []
         return f"  restored the tree of {e.get('subtaskId')} ({len(paths)} path(s))"
 
+    def _files_kept(self, e: Event) -> str:
+        paths = e.get("paths") or []
+        shown = ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
+        return f"  kept {len(paths)} file(s) as they were before the undo, in {e.get('folder')}: {shown}"
+
     def _task_closed(self, e: Event) -> str:
         return f"  closed {e['taskId']} with {len(e.get('commits', []))} commit(s)"
 

@@ -42,6 +42,7 @@ from orchestrator.loop.prompt import LastAttempt, attempt_prompt, baseline_block
 from orchestrator.loop.remember import lessons_for, record_use, remember_decision
 from orchestrator.loop.user_files import UserFiles
 from orchestrator.processes import escaped, escaped_pids, session_started
+from orchestrator.recovered import Keeper, kept_event
 from orchestrator.tasks import Task
 from reflection.fileio import atomic_write
 from reflection.llm import ModelError
@@ -189,10 +190,11 @@ class SubtaskRun:
         if folded:  # the agent committed its own work: still an attempt, judged like any other
             self.event("agent_commits_folded", attempt=self.attempt, paths=folded)
         self.changed = await self.changed_files()
+        await self.git(p.repo.hold, self.changed)  # its output, reproducible from now on: no undo loses it
         # The diff costs several git calls: made when a retry, a reflection or the test
         # integrity check (an attempt that touched test files) needs it.
         diff = await self.diff() if not executed.ok or self.judge.touches_tests(self.changed) else ""
-        touched = self.user_files.keep()
+        touched = self.user_files.keep(self.keep)
         if touched:  # their edits cannot be told from the user's: never ours to keep
             return await self.touched_user_files(touched, started)
         tampered = self.put_back_judging()
@@ -307,6 +309,7 @@ class SubtaskRun:
         """The config and prompt files as the run read them; why the attempt is rejected if it
         changed one (in a worktree, the worktree's copies)."""
         changed = [rel for rel, before in self.judging.items() if _read(self.p.repo.root / rel) != before]
+        self.keep(changed)
         for rel in changed:
             path, before = self.p.repo.root / rel, self.judging[rel]
             if before is None:
@@ -568,7 +571,22 @@ class SubtaskRun:
     # -- the tree -----------------------------------------------------------------------
 
     async def restore(self) -> None:
-        await self.git(self.p.repo.restore, self.base, self.user_files.paths)
+        kept: list[str] = []
+        await self.git(self.p.repo.restore, self.base, self.user_files.paths,
+                       lambda paths: kept.extend(self.keeper.keep(paths)))
+        self.said_kept(kept)
+
+    def keep(self, paths: list[str]) -> None:
+        """Before `paths` are overwritten: the bytes nothing else holds, kept (orchestrator/recovered.py)."""
+        self.said_kept(self.keeper.keep(paths))
+
+    def said_kept(self, kept: list[str]) -> None:
+        if kept:
+            self.event("files_kept", **kept_event(self.keeper.folder, self.p.project_dir, kept))
+
+    @functools.cached_property
+    def keeper(self) -> Keeper:
+        return Keeper(self.p.repo, self.p.layout.recovered(self.p.session_id))
 
     async def roll_back_to(self, attempt: int | None, *, event: str | None = None) -> None:
         """The tree as `attempt` left it; None: as the subtask found it."""

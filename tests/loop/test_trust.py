@@ -4,6 +4,8 @@ pass by changing nothing, or be retried when its agent cannot even start."""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -170,3 +172,45 @@ def test_a_failing_agent_is_reported_as_such_not_as_an_edit_that_did_not_apply(
     assert "agent run failed: agent command exited with code 3" in out
     assert "reply not applied" not in out
     assert "the agent run failed" in tasks_on_disk(repo)["T-1"]["closeReason"]
+
+
+CHECK_WHILE_YOU_WORK = """import pathlib, sys, time
+box = pathlib.Path(sys.argv[1])
+(box / "checking").write_text("the checks run")
+while not (box / "go").exists():  # the user works meanwhile
+    time.sleep(0.02)
+sys.exit(1)
+"""
+
+
+def test_what_you_write_while_the_checks_run_outlives_the_escalations_restore(
+    git_repo: Path, tmp_path: Path, capsys
+) -> None:
+    box = tmp_path / "box"
+    box.mkdir()
+    (tmp_path / "check.py").write_text(CHECK_WHILE_YOU_WORK)
+    agent = (f"{PY} -c \"import pathlib; pathlib.Path('calc.py').write_text({WRONG!r}); "
+             "pathlib.Path('agent_notes.md').write_text('the attempt')\" {prompt_file}")
+    config = {"executor": {"kind": "command", "command": agent}, "testCommands": [f"{PY} {tmp_path / 'check.py'} {box}"],
+              "retry": {"preflight": False, "flakyReruns": 0}, "reflexion": {"maxRetries": 0, "useLlm": False}}
+    repo = make_project(git_repo, [], config=config)
+
+    def you() -> None:
+        deadline = time.monotonic() + 60
+        while not (box / "checking").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (repo / "mine.txt").write_text("my new file\n")
+        (repo / "calc.py").write_text("def add(a, b):\n    return a + b  # mine\n")
+        (box / "go").write_text("done")
+
+    user = threading.Thread(target=you)
+    user.start()
+    assert do_one_task(repo) == 1
+    user.join()
+
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "as they were before the undo, in " in x]
+    kept = repo / line.split(" in ", 1)[1].split(": ", 1)[0]
+    assert (kept / "mine.txt").read_text() == "my new file\n"
+    assert (kept / "calc.py").read_text() == "def add(a, b):\n    return a + b  # mine\n"
+    assert not (kept / "agent_notes.md").exists()  # the attempt's own bytes: git holds them
+    assert (repo / "calc.py").read_text() == CALC and not (repo / "agent_notes.md").exists()
