@@ -700,7 +700,8 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "internal_host",
-        r"(?<![\w.@-])(?:[A-Za-z0-9][A-Za-z0-9-]*+\.){3,}+(?i:" + "|".join(_HOST_SUFFIXES) + r")"
+        # After "@" too: the e-mail rule has taken the addresses, so what is left is a URL's host.
+        r"(?<![\w.-])(?:[A-Za-z0-9][A-Za-z0-9-]*+\.){3,}+(?i:" + "|".join(_HOST_SUFFIXES) + r")"
         r"(?![\w-]|\.[A-Za-z0-9])",
         tuple(f".{label}" for label in _INTERNAL_LABELS),  # rarer than ".com"
         _replace_labelled_host,

@@ -87,6 +87,7 @@ PERSONAL = [
     ("phone us", ["(415) 555-0142", "415-555-0199"], 'call (415) 555-0142 or "415-555-0199"\n'),
     ("internal host", ["db.internal"], 'could not translate host name "db.internal" to address\n'),
     ("ci host", ["build-01.ci.acme-corp.com"], "unable to access 'https://build-01.ci.acme-corp.com/app.git/'\n"),
+    ("host of a url with a login", ["db-01.int.acme-corp.com"], "redis://:hunter2@db-01.int.acme-corp.com:6379/0\n"),
     ("corp host", ["jenkins.corp"], "ssh: connect to host jenkins.corp port 22: Connection refused\n"),
 ]  # fmt: skip
 
