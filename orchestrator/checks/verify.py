@@ -37,6 +37,7 @@ from orchestrator.processes import (
     starting_command,
 )
 from reflection.digest import Digest, estimate_tokens, make_digest
+from reflection.redact import redact
 from reflection.schema import FailureType
 
 logger = logging.getLogger("goldenloop.verify")
@@ -427,6 +428,8 @@ async def verify(cwd: Path, checks: CheckSettings) -> Verdict:
     """Run typecheck commands, then test commands, stopping at the first failing step.
 
     The timeout applies to each command. With no commands at all the verdict is passed.
+    Each command's output is redacted as it is read: every summary, digest, reflection and
+    prompt is cut from it, and a secret cut in half would no longer be recognised.
     """
     started_at = time.monotonic()
     timeout_s, digest_tokens = checks.timeout_s, checks.digest_tokens
@@ -437,6 +440,7 @@ async def verify(cwd: Path, checks: CheckSettings) -> Verdict:
         step = await run_command(
             command, cwd, timeout_s=timeout_s, kind=kind, output_cap_bytes=checks.output_cap_bytes
         )
+        step = step.model_copy(update={"output": redact(step.output)})
         steps.append(step)
         if step.ok and kind == "typecheck":
             continue
