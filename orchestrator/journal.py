@@ -30,6 +30,7 @@ import orjson
 
 from orchestrator.layout import Layout
 from orchestrator.processes import kill_marked, kill_sessions
+from orchestrator.repo import Repo
 from reflection.fileio import atomic_write
 
 SLACK_S = 1.0  # a write this long after the last heartbeat may still be the dead run's
@@ -57,6 +58,7 @@ class Journal:
     alive: float = 0.0  # wall-clock time of the last heartbeat
     process_groups: list[int] = field(default_factory=list)
     commit: dict[str, object] | None = None  # {"paths", "old", "new"} while committing
+    root: str = ""  # the working tree the subtask runs in (a worktree's, in a parallel run)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
@@ -69,7 +71,7 @@ class Journal:
             name = hashlib.sha256(rel.encode()).hexdigest()[:24]
             atomic_write(path.with_suffix(".files") / name, data)
             copies[rel] = name
-        journal = cls(path, task_id, subtask_id, base, sorted(user_paths), copies, alive=time.time())
+        journal = cls(path, task_id, subtask_id, base, sorted(user_paths), copies, alive=time.time(), root=str(root))
         journal.save()
         return journal
 
@@ -82,7 +84,8 @@ class Journal:
             return None
         alive = max(body["alive"], path.stat().st_mtime)  # the heartbeat touches the file
         return cls(path, body["taskId"], body["subtaskId"], body["base"], body["userPaths"],
-                   body["userCopies"], body["ours"], alive, body["processGroups"], body.get("commit"))
+                   body["userCopies"], body["ours"], alive, body["processGroups"], body.get("commit"),
+                   root=body.get("root", ""))
 
     def save(self) -> None:
         with self._lock:  # the heartbeat thread saves too: the last write holds the latest state
@@ -91,7 +94,8 @@ class Journal:
     def _write(self) -> None:
         body = {"taskId": self.task_id, "subtaskId": self.subtask_id, "base": self.base,
                 "userPaths": self.user_paths, "userCopies": self.user_copies, "ours": self.ours,
-                "alive": self.alive, "processGroups": self.process_groups, "commit": self.commit}
+                "alive": self.alive, "processGroups": self.process_groups, "commit": self.commit,
+                "root": self.root}
         atomic_write(self.path, orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
 
     def user_copy(self, rel: str) -> bytes | None:
@@ -122,6 +126,16 @@ class Journal:
     def committing(self, paths: list[str], old: str, new: str) -> None:
         self.commit = {"paths": paths, "old": old, "new": new}
         self.save()
+
+    def finish_commit(self, repo: Repo) -> bool:
+        """Finish the commit the killed run began in `repo` (Repo.finish_commit); False when
+        there is none, or it was another working tree's (a parallel worker's worktree)."""
+        c = self.commit
+        if c is None or (self.root and Path(self.root) != repo.root):
+            return False
+        if not self.root and repo.head() != c["new"]:  # a journal from before roots: only a moved HEAD tells
+            return False
+        return repo.finish_commit(list(c["paths"]), str(c["old"]), str(c["new"]))
 
     def written_by_run(self, root: Path, rel: str) -> bool | None:
         """Whether the dead run made this change: True, False (the user's), None (cannot tell)."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from orchestrator.bookkeeping import Pending
 from orchestrator.budget import BudgetExceeded, Ledger, SpendLimit, combine
 from orchestrator.checks.convergence import StopReason
 from orchestrator.config import (
@@ -45,10 +46,12 @@ from orchestrator.loop.plan import Subtask, SubtaskPlan
 from orchestrator.loop.project_memory import ProjectMemory, open_project_memory
 from orchestrator.metering import MeteredModel
 from orchestrator.processes import become_subreaper
+from orchestrator.recovered import Keeper, kept_event
 from orchestrator.repo import OPENAGENTS, Repo, RepoError
 from orchestrator.runlog import RunLog
 from orchestrator.task_archive import archive_closed_tasks
 from orchestrator.tasks import Task, TaskBoard, TaskFileError
+from orchestrator.tempfiles import sweep_dead
 from reflection.embeddings import litellm_embedder
 from reflection.fileio import LockTimeout, MemoryFileError, atomic_write
 from reflection.llm import (
@@ -114,6 +117,8 @@ class ProjectSession:
     _prices_known: bool | None = None
     _memory: ProjectMemory | None = None
     memory_url: str | None = None  # memory.store's PostgreSQL URL; None: the JSONL files
+    # What was uncommitted under .openagents/ as the run began: never committed as goldenloop's.
+    pending: Pending = field(default_factory=lambda: Pending(frozenset(), {}))
 
     # -- orient ---------------------------------------------------------------------
 
@@ -123,6 +128,7 @@ class ProjectSession:
             raise UserError(f"{self.project_dir} is not a folder")
         self.repo = _call(lambda: Repo(self.project_dir), EXIT_USAGE)
         self.project_dir = self.repo.root  # project.json is read from the top, even from a subfolder
+        self.pending = _call(lambda: Pending.note(self.repo), EXIT_USAGE)  # before the run writes there
         self.config = self._load_config()
         self.memory_url = self._memory_url()
         if self.runlog is None:
@@ -134,9 +140,10 @@ class ProjectSession:
         ensure_runtime_ignored(self.project_dir)
         self._take_lock()
         become_subreaper()  # children that escape their session stay ours to kill
+        sweep_dead()  # prompt files and scratch folders of runs killed before they could remove them
         try:
             self._stop_leftover_processes()  # a killed run's agent must not write on
-            self._repair_bookkeeping_index()
+            self._finish_killed_commits()
             self._refuse_dirty_tree()
             self.runlog.attach(self.project_dir)  # a usable project, and ours: its run log may be written
             self.notices.extend(self.board.warnings)
@@ -202,6 +209,9 @@ class ProjectSession:
             raise UserError(str(exc)) from None
 
     def _refuse_dirty_tree(self) -> None:
+        if yours := self.pending.yours():  # never refused: a waiver in project.json is meant for this run
+            self.notices.append(f"your uncommitted changes to {', '.join(yours[:5])}{' ...' if len(yours) > 5 else ''} "
+                                "are used as they are and never committed by goldenloop: commit them yourself")
         dirty, left = self.repo.dirty_paths(), set()
         if dirty:  # what a killed run's attempt left is not the user's: recover() undoes it
             left = self._left_by_killed_run()
@@ -243,9 +253,9 @@ class ProjectSession:
         for task in self._in_progress():
             for subtask, journal in self._unfinished(task, self.repo):
                 commit = journal.commit if journal is not None else None
-                if commit is not None and commit["new"] == head:  # committed; only the index is stale
-                    paths |= set(commit["paths"])
-                elif subtask.base_commit == head:
+                if commit is not None and commit["new"] == head:  # committed (finished at open): nothing left
+                    continue
+                if subtask.base_commit == head:
                     ours, _, _ = self._killed_attempt(self.repo, subtask, journal)
                     paths |= ours
         return paths
@@ -404,11 +414,10 @@ class ProjectSession:
 
     def _undo_killed_attempt(self, task: Task, subtask: Subtask, journal: Journal | None, repo: Repo) -> None:
         assert self.runlog is not None and subtask.base_commit is not None
-        commit = journal.commit if journal is not None else None
-        if commit is not None and repo.head() == commit["new"]:  # killed right after its commit
-            repo.align_index(list(commit["paths"]))
-            subtask.status, subtask.commit = "done", str(commit["new"])
-            self.runlog.event("commit_recovered", taskId=task.id, subtaskId=subtask.id, sha=commit["new"])
+        if journal is not None and journal.commit is not None and journal.finish_commit(repo):
+            sha = str(journal.commit["new"])
+            subtask.status, subtask.commit = "done", sha  # killed during its commit: finished
+            self.runlog.event("commit_recovered", taskId=task.id, subtaskId=subtask.id, sha=sha)
             return
         subtask.status = "pending"
         if repo.head() != subtask.base_commit:
@@ -420,22 +429,33 @@ class ProjectSession:
             raise UserError(
                 f"cannot tell whether the killed run of {task.id} or you removed {', '.join(unknown)}; "
                 "nothing was changed: restore or commit those paths yourself and run again", EXIT_REFUSED)
-        restored = repo.restore(subtask.base_commit, set(subtask.dirty_before) | theirs)
-        kept = self._put_back_user_files(repo, journal) if journal else []
+        keeper, kept = Keeper(repo, Layout(self.project_dir).recovered(self.runlog.run_id)), []
+        restored = repo.restore(subtask.base_commit, set(subtask.dirty_before) | theirs,
+                                lambda paths: kept.extend(keeper.keep(paths)))
+        put_back = self._put_back_user_files(repo, journal, lambda paths: kept.extend(keeper.keep(paths))) \
+            if journal else []
+        if kept:  # timing never proves whose a change was: what the undo would have lost is kept
+            self.runlog.event("files_kept", taskId=task.id, subtaskId=subtask.id,
+                              **kept_event(keeper.folder, self.project_dir, kept))
         self.runlog.event("restored", taskId=task.id, subtaskId=subtask.id, paths=restored,
-                          keptYours=sorted(theirs), userFilesPutBack=kept)
+                          keptYours=sorted(theirs), userFilesPutBack=put_back)
 
     @staticmethod
-    def _put_back_user_files(repo: Repo, journal: Journal) -> list[str]:
-        """The user's uncommitted files as they were, where the killed run overwrote them."""
+    def _put_back_user_files(repo: Repo, journal: Journal, before: Callable[[list[str]], object]) -> list[str]:
+        """The user's uncommitted files as they were, where the killed run overwrote them
+        (`before` is given them first: what is there now may be a newer edit of theirs)."""
         put_back = []
         for rel in journal.user_copies:
             copy, target = journal.user_copy(rel), repo.root / rel
             current = target.read_bytes() if target.is_file() else None
             if copy is not None and current != copy and journal.written_by_run(repo.root, rel):
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(copy)
                 put_back.append(rel)
+        if put_back:
+            before(put_back)
+        for rel in put_back:
+            target = repo.root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(journal.user_copy(rel) or b"")
         return put_back
 
     # -- select and run -------------------------------------------------------------
@@ -643,19 +663,17 @@ class ProjectSession:
                            stop_reason=StopReason.BUDGET)
 
     def commit_bookkeeping(self, task_id: str) -> str | None:
-        """Commit `.openagents/` state in a commit of its own, never with code."""
+        """Commit `.openagents/` state in a commit of its own, never with code, and only what
+        goldenloop wrote (orchestrator/bookkeeping.py): never a change of yours."""
         if not self.config.commit_bookkeeping:
             return None
-        paths = [
-            p
-            for p in self.repo.dirty_paths_under(OPENAGENTS)
-            if not p.endswith(".lock") and not _is_memory(p)
-        ]
+        dirty = [p for p in self.repo.dirty_paths_under(OPENAGENTS) if not p.endswith(".lock") and not _is_memory(p)]
+        paths, contents = self.pending.to_commit(self.repo, dirty)  # goldenloop's own changes only
         if not paths:
             return None
         marker = Layout(self.project_dir).bookkeeping_marker
         try:
-            sha = self.repo.commit(paths, f"{task_id}: goldenloop bookkeeping",
+            sha = self.repo.commit(paths, f"{task_id}: goldenloop bookkeeping", contents=contents,
                                    before_ref=lambda old, new: atomic_write(marker, orjson.dumps(
                                        {"paths": paths, "old": old, "new": new})))
         except RepoError as exc:
@@ -666,18 +684,20 @@ class ProjectSession:
         self.runlog.event("bookkeeping_committed", taskId=task_id, sha=sha, files=len(paths))
         return sha
 
-    def _repair_bookkeeping_index(self) -> None:
-        """A run killed between its bookkeeping commit and the index update left the user's
-        index holding the old `.openagents/` files: their next commit would revert them."""
+    def _finish_killed_commits(self) -> None:
+        """A run killed during a commit (code or bookkeeping) may have left it half done: the
+        commit built, the index or HEAD not yet moved. Finished before the tree is judged
+        dirty, so that the user's next `git commit` never reverts it."""
         marker = Layout(self.project_dir).bookkeeping_marker
-        try:
+        with contextlib.suppress(FileNotFoundError):
             pending = orjson.loads(marker.read_bytes())
-        except FileNotFoundError:
-            return
-        if self.repo.head() == pending["new"]:
-            self.repo.align_index(list(pending["paths"]))
-            self.notices.append("repaired the index after a run killed during its bookkeeping commit")
-        marker.unlink(missing_ok=True)
+            if self.repo.finish_commit(list(pending["paths"]), pending["old"], pending["new"]):
+                self.notices.append("finished the bookkeeping commit of a run killed while making it")
+            marker.unlink()
+        for task in self._in_progress():
+            journal = Journal.load(self.project_dir, task.id)
+            if journal is not None:
+                journal.finish_commit(self.repo)
 
 
 def budget_refusal(exc: BaseException) -> BudgetExceeded | None:
@@ -702,6 +722,7 @@ progress.md
 worktrees/
 journal/
 history/
+recovered/
 """
 
 # The reflections are a cache of lessons, append-only and unbounded: committing them with
@@ -730,6 +751,7 @@ def ensure_runtime_ignored(project_dir: Path) -> None:
     # Projects from before memory left git, or before the journal (which holds copies of
     # the user's uncommitted files: never to be committed) existed.
     wanted = (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"), ("history/", "history/\n"),
+              ("recovered/", "recovered/\n"),
               ("memory/task-reflections.json", TASK_NOTES_IGNORE), ("memory/lessons.sqlite", LESSONS_IGNORE),
               ("memory/reflect-history.jsonl", REFLECT_API_IGNORE))
     missing = "".join(entry for key, entry in wanted if key not in text)

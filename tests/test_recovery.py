@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -95,14 +96,15 @@ def alive(pid: int) -> bool:
 
 
 def git_that_kills_its_caller(tmp_path: Path, when: str) -> str:
-    """A PATH whose `git` SIGKILLs goldenloop when its arguments match the shell pattern
-    `when` and it works on the user's index (not a scratch one): the kill lands between
-    two git steps, every time."""
+    """A PATH whose `git` SIGKILLs goldenloop right after a command whose arguments match
+    the shell pattern `when` and that works on the user's index (not a scratch one) has
+    run: the kill lands between two git steps, every time."""
     wrapper = tmp_path / "bin"
     wrapper.mkdir()
     real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
     (wrapper / "git").write_text(
-        f'#!/bin/sh\ncase "$*" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ kill -9 $PPID; sleep 5; }};; esac\nexec {real_git} "$@"\n')
+        f'#!/bin/sh\ncase "$*" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ {real_git} "$@"; kill -9 $PPID; exit 1; }};; '
+        f'esac\nexec {real_git} "$@"\n')
     (wrapper / "git").chmod(0o755)
     return f"{wrapper}:{os.environ['PATH']}"
 
@@ -131,6 +133,49 @@ def test_recovery_keeps_the_work_the_user_did_after_the_kill(git_repo: Path, tmp
     assert not (repo / "agent_scratch.md").exists()  # the killed attempt's own file is gone
     (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
     assert git(repo, "show", "--name-only", "--format=", sha).split() == ["calc.py"]
+
+
+def kept_folder(printed: str, repo: Path) -> Path:
+    """The folder the run said it kept files in (one line per undo)."""
+    (line,) = [line for line in printed.splitlines() if "as they were before the undo, in " in line]
+    return repo / line.split(" in ", 1)[1].split(": ", 1)[0]
+
+
+def test_a_users_edits_right_after_the_kill_are_kept_whatever_recovery_undoes(
+    git_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, state = agent_project(git_repo, tmp_path)
+    first = start(repo)
+    wait_for(state / "agent", first)
+    kill(first)
+    (repo / "mine.txt").write_bytes(b"my new file\n")  # at once: inside the dead run's last heartbeat
+    (repo / "calc.py").write_bytes(b"def add(a, b):\n    return a + b  # my own fix\n")
+    alive_at = orjson.loads((repo / ".openagents" / "journal" / "T-1.json").read_bytes())["alive"]
+    for name in ("mine.txt", "calc.py"):  # however slow this machine: inside that window
+        os.utime(repo / name, (alive_at, alive_at))
+
+    assert do_one_task(repo) == 0
+    kept = kept_folder(capsys.readouterr().out, repo)
+    assert (kept / "mine.txt").read_bytes() == b"my new file\n"
+    assert (kept / "calc.py").read_bytes() == b"def add(a, b):\n    return a + b  # my own fix\n"
+    assert "recovered/" in (repo / ".openagents" / ".gitignore").read_text()
+    assert git(repo, "status", "--porcelain") == ""  # kept out of git's sight, and out of the commits
+
+
+def test_the_prompt_file_of_a_killed_run_is_removed_by_the_next_run(
+    git_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, state = agent_project(git_repo, tmp_path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    first = start(repo, env={"TMPDIR": str(temp)})
+    wait_for(state / "agent", first)
+    kill(first)
+    assert [p.name for p in temp.glob("goldenloop-prompt-*")] != []  # the killed agent's prompt, left behind
+
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    assert do_one_task(repo) == 0
+    assert list(temp.glob("goldenloop-*")) == []
 
 
 def test_the_users_uncommitted_file_overwritten_by_a_killed_attempt_comes_back(
@@ -166,20 +211,22 @@ def test_recovery_that_cannot_tell_whose_change_it_is_stops_and_changes_nothing(
     assert (repo / "agent_scratch.md").exists()  # nothing was undone on a guess
 
 
-def test_a_kill_between_the_commit_and_the_index_leaves_nothing_stale(git_repo: Path, tmp_path: Path) -> None:
+def test_a_kill_between_the_index_and_the_ref_never_stages_the_fix_undone(git_repo: Path, tmp_path: Path) -> None:
     repo, state = agent_project(git_repo, tmp_path)
     (state / "runs").write_text("1")  # the agent writes the fix at once
-    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-index*")})
+    # Killed right after the first of the commit's two steps on the user's side (index, ref).
+    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-index*|update-ref*")})
     first.communicate(timeout=WAIT_S)
     assert first.returncode == -signal.SIGKILL
-    sha = git(repo, "rev-parse", "HEAD").strip()
-    assert git(repo, "show", f"{sha}:calc.py") == FIXED  # the commit landed, then the kill
+    staged = git(repo, "diff", "--cached", "HEAD", "--", "calc.py")
+    assert "-    return a + b" not in staged  # your next `git commit` would not revert the fix
 
-    assert do_one_task(repo) == 0
+    assert do_one_task(repo) == 0  # the killed run's commit is finished, not made again
     assert git(repo, "status", "--porcelain") == ""  # index, tree and HEAD agree
     assert git(repo, "diff", "--cached", "--name-only") == ""
-    assert tasks_on_disk(repo)["T-1"]["commits"] == [sha]
-    assert sha in git(repo, "log", "--format=%H").split()
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "show", f"{sha}:calc.py") == FIXED
+    assert (state / "runs").read_text() == "2"  # the agent ran once: its work was not lost
 
 
 def test_no_process_of_a_killed_attempt_outlives_the_next_run(git_repo: Path, tmp_path: Path) -> None:
@@ -273,6 +320,44 @@ def test_a_check_that_daemonizes_a_child_leaves_no_process_after_its_timeout(git
             os.kill(daemon, signal.SIGKILL)
 
 
+CHAIN_CHECK = """import os, pathlib, signal, sys, time
+out = pathlib.Path(sys.argv[1])
+def escape(name):  # a child in a session of its own that ignores SIGTERM
+    if os.fork():
+        return
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if name == "outer":
+        escape("inner")  # the inner escapee's parent is the outer one, alive until killed
+    (out / name).write_text(str(os.getpid()))
+    while True:
+        time.sleep(0.1)
+escape("outer")
+while not ((out / "outer").exists() and (out / "inner").exists()):
+    time.sleep(0.05)
+sys.exit(1)
+"""
+
+
+def test_a_check_leaves_no_process_even_through_a_chain_of_escapes(git_repo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pids"
+    out.mkdir()
+    (tmp_path / "check.py").write_text(CHAIN_CHECK)
+    replies = [{"match": "Task T-1", "reply": f"calc.py\n```python\n{FIXED}```\n", "times": None}]
+    config = {"testCommands": [f"{PY} {tmp_path / 'check.py'} {out}"],
+              "retry": {"preflight": False, "flakyReruns": 0}, "reflexion": {"maxRetries": 0, "useLlm": False}}
+    repo = make_project(git_repo, replies, config=config)
+
+    assert do_one_task(repo) == 1
+    pids = [int((out / name).read_text()) for name in ("outer", "inner")]
+    try:
+        assert [pid for pid in pids if alive(pid)] == []
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_the_journal_and_its_copies_of_your_files_are_never_committed(git_repo: Path, tmp_path: Path) -> None:
     repo, state = agent_project(git_repo, tmp_path, mode="overwrite")
     (repo / "README.md").write_text("my private draft\n")
@@ -295,7 +380,8 @@ def test_a_kill_during_the_bookkeeping_commit_leaves_no_stale_index(git_repo: Pa
     first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-index*.openagents*")})
     first.communicate(timeout=WAIT_S)
     assert first.returncode == -signal.SIGKILL
-    assert git(repo, "diff", "--cached", "--name-only") != ""  # the old .openagents files, staged
+    staged = git(repo, "diff", "--cached", "HEAD", "--", ".openagents/tasks.jsonl")
+    assert '+{"id":"T-1"' in staged  # the closed task staged, never its reopening
 
     assert do_one_task(repo) == 3  # nothing left to do: the task was closed and committed
     assert git(repo, "diff", "--cached", "--name-only") == ""
