@@ -4,7 +4,8 @@ Before a subtask's first attempt starts, `.openagents/journal/<taskId>.json` rec
 base commit, the user's dirty paths with a copy of their content, and the tree each
 attempt starts from (paths and content hashes: ours). While an attempt runs, a heartbeat
 keeps the journal's `alive` time fresh, and the process groups of the agent and the
-checks are added as they start. A commit in progress is written down before HEAD moves.
+checks are added as they start. A commit in progress is written down before the index or
+HEAD changes, with the working tree it is made in; the next run finishes it there.
 
 The checks a task runs before its first subtask's journal exists (the preflight) have
 their sessions recorded too, in `<taskId>.sessions` (`EarlySessions`): `leftover_sessions`
