@@ -80,7 +80,7 @@ def execution_result(done: CommandResult, timeout_s: float) -> ExecutionResult:
         reason = "the agent program could not be started (is it installed and on PATH?)"
     else:
         reason = f"agent command exited with code {done.exit_code}"
-    tail = _tail(done.output)
+    tail = _tail(redact(done.output))  # redacted whole: a secret the cut halves is no longer recognised
     error = f"{reason}: {done.command}"
     if tail:
         error += f"\n--- last output ---\n{tail}"

@@ -260,6 +260,20 @@ async def test_command_failure_reports_exit_code_and_output_tail(git_repo: Path,
 
 
 @pytest.mark.anyio
+async def test_command_failure_keeps_no_piece_of_a_secret_its_tail_cuts_through(git_repo: Path, tmp_path: Path) -> None:
+    token = "gh" + "p_" + "R8vK2mQ9xL4tN7pW3sZ6bY1cF5hJ0dA2eG8u"
+    script = tmp_path / "fail.py"  # one long line: the tail kept starts 12 characters before the token's end
+    script.write_text(f"import sys\nprint('auth with {token} ' + 'y' * 3987)\nsys.exit(1)\n")
+    executor = CommandExecutor(python_template(script, "{prompt_file}"), timeout_s=30)
+
+    result = await executor.execute(request(git_repo))
+
+    summary = result.failure_summary()
+    assert "exited with code 1" in summary
+    assert not any(token[i : i + 8] in summary for i in range(len(token) - 7)), summary
+
+
+@pytest.mark.anyio
 async def test_command_timeout_kills_the_agent(git_repo: Path) -> None:
     executor = CommandExecutor("echo started; sleep 30 # {prompt_file}", timeout_s=0.5)
 
