@@ -102,7 +102,8 @@ def redactor_at(rev: str) -> Redactor:
     done = subprocess.run(["git", "show", f"{rev}:reflection/redact.py"], cwd=ROOT,
                           capture_output=True, text=True)
     if done.returncode != 0:
-        raise CorpusError(f"git cannot show reflection/redact.py at {rev!r}: {done.stderr.strip()}.")
+        why = done.stderr.strip().rstrip(".")
+        raise CorpusError(f"git cannot show reflection/redact.py at {rev!r}: {why}.")
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / ("redact_at_" + re.sub(r"\W", "_", rev) + ".py")
         path.write_text(done.stdout)
