@@ -15,13 +15,30 @@ def shorten(text: str, limit: int) -> str:
 
 
 def clip_middle(text: str, limit: int) -> str:
-    """Cut the middle out: for errors, whose start and end both matter."""
+    """Cut the middle out: for errors, whose start and end both matter. A redaction
+    placeholder the cut would halve goes whole ("[REDACTED:sl … ret_key]" says nothing)."""
     if len(text) <= limit:
         return text
     if limit < 8:
         return text[:limit]
     head = (limit * 3) // 4
-    return f"{text[:head]} … {text[-(limit - head - 3) :]}"
+    tail = len(text) - (limit - head - 3)
+    left, right = _placeholder_around(text, head), _placeholder_around(text, tail)
+    left_text = text[:head] if left is None else text[: left[0]].rstrip()
+    right_text = text[tail:] if right is None else text[right[1] :].lstrip()
+    return f"{left_text} … {right_text}"
+
+
+_PLACEHOLDER_HEAD = "[REDACTED:"  # reflection.redact.placeholder's
+
+
+def _placeholder_around(text: str, cut: int) -> tuple[int, int] | None:
+    """(start, end) of the placeholder that `cut` falls strictly inside, if any."""
+    start = text.rfind(_PLACEHOLDER_HEAD, 0, cut + len(_PLACEHOLDER_HEAD) - 1)
+    if start < 0 or start >= cut:
+        return None
+    end = text.find("]", start) + 1
+    return (start, end) if end > cut else None
 
 
 def one_line(text: str, limit: int) -> str:
