@@ -162,6 +162,19 @@ def test_a_users_edits_right_after_the_kill_are_kept_whatever_recovery_undoes(
     assert git(repo, "status", "--porcelain") == ""  # kept out of git's sight, and out of the commits
 
 
+def test_ctrl_c_keeps_what_you_wrote_while_the_attempt_ran(git_repo: Path, tmp_path: Path) -> None:
+    repo, state = agent_project(git_repo, tmp_path)
+    first = start(repo)
+    wait_for(state / "agent", first)
+    (repo / "calc.py").write_bytes(b"def add(a, b):\n    return a + b  # mine\n")
+    first.send_signal(signal.SIGINT)
+    out, _ = first.communicate(timeout=WAIT_S)
+
+    assert first.returncode == 130
+    assert (kept_folder(out, repo) / "calc.py").read_bytes() == b"def add(a, b):\n    return a + b  # mine\n"
+    assert (repo / "calc.py").read_text() == CALC  # the attempt undone, as promised
+
+
 def test_the_prompt_file_of_a_killed_run_is_removed_by_the_next_run(
     git_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
