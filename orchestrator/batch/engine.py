@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from orchestrator.batch.progress import write_progress
 from orchestrator.batch.summary import RepoReport
 from orchestrator.batch.worktree import MergeConflict, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
+from orchestrator.checks.convergence import StopReason
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.repo import Repo
@@ -89,6 +91,7 @@ class RepoRun:
         self.started = 0  # tasks claimed in this repository (maxTasksPerRun)
         self.claims = threading.Lock()  # checking the task count and claiming are one step
         self.infra_failures = 0
+        self.environment_failures: list[str] = []  # the same environment failure, task after task
         w = c.worktree
         self.worktrees = Worktrees(session.project_dir, link=w.link, copy=w.copy_) if parallel > 1 else None
         self.trees: list[Worktree] = []  # every worker's, removed when the run ends
@@ -119,6 +122,9 @@ class RepoRun:
             return "time budget used up"
         if self.infra_failures >= INFRA_FAILURES_TO_STOP:
             return f"{INFRA_FAILURES_TO_STOP} infrastructure failures in a row (model unreachable or refused)"
+        if len(self.environment_failures) >= INFRA_FAILURES_TO_STOP:
+            return (f"{INFRA_FAILURES_TO_STOP} tasks in a row could not run for the same reason; the last: "
+                    f"{self.environment_failures[-1]}")
         return self.spend.reason()
 
     # -- running --------------------------------------------------------------------
@@ -250,6 +256,7 @@ class RepoRun:
     def record(self, outcome: TaskOutcome) -> None:
         self.report.outcomes.append(outcome)
         self.infra_failures = self.infra_failures + 1 if outcome.status == "model_unavailable" else 0
+        self.environment_failures = same_environment_failure(self.environment_failures, outcome)
         if outcome.status == "budget":
             self.report.stop_reason = self.report.stop_reason or outcome.reason
 
@@ -365,3 +372,16 @@ def exit_code_for(reports: list[RepoReport]) -> int:
     if any(o.status != "closed" for r in reports for o in r.outcomes):
         return EXIT_BLOCKED
     return EXIT_DONE
+
+
+def same_environment_failure(seen: list[str], outcome: TaskOutcome) -> list[str]:
+    """The run of tasks that ended on one environment failure (not logged in, a program
+    missing), with this outcome counted: a night spent on it would block every task."""
+    if outcome.status != "blocked" or outcome.stop_reason != StopReason.ENVIRONMENT:
+        return []
+    same = not seen or _without_ids(seen[-1]) == _without_ids(outcome.reason)
+    return [*seen, outcome.reason] if same else [outcome.reason]
+
+
+def _without_ids(reason: str) -> str:
+    return re.sub(r"\bT-[\w.-]+|\S+\.(?:md|patch)\b|after \d+ attempt", "", reason)

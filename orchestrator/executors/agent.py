@@ -23,9 +23,10 @@ from orchestrator.budget import Ledger
 from orchestrator.checks.verify import run_command
 from orchestrator.config import ExecutorConfig
 from orchestrator.executors.base import ExecutionRequest, ExecutionResult
-from orchestrator.executors.command import COMMAND_NOT_FOUND, execution_result
+from orchestrator.executors.agent_end import diagnose
 from orchestrator.executors.memory_file import AgentMemory, reflections_block
 from orchestrator.executors.presets import DEFAULT_TURNS, PRESETS, Preset, Report, Scratch, Settings
+from orchestrator.executors.transcript import agent_transcript
 from orchestrator.runlog import RunLog
 from orchestrator.tempfiles import temp_prefix
 from reflection.meter import Meter
@@ -92,15 +93,18 @@ class AgentExecutor:
                                          kind="agent", env=self._env())
             _remove(self._caches(request.repo_dir) - caches)
             report = self.preset.parse(done.output, scratch)
+            transcript = agent_transcript(done.output, scratch)
         finally:
             shutil.rmtree(scratch.folder, ignore_errors=True)
-        if done.started and done.exit_code != COMMAND_NOT_FOUND:  # a program that never ran spent nothing
+        end = diagnose(self.preset, done, report, self.timeout_s)
+        if end.kind != "environment":  # a run that never reached a model made no model call
             self.spend.count(report, self.name)
-        executed = execution_result(done, self.timeout_s)
-        if executed.ok and report.is_error:
-            executed = ExecutionResult(ok=False, error=f"{self.name} reported an error: "
-                                       f"{_cut(report.final_message) or 'no message'}", reply=done.output)
-        return executed.model_copy(update={"usage": self._usage(report)})
+        usage = self._usage(report)
+        if end.kind == "done":
+            return ExecutionResult(ok=True, reply=done.output, usage=usage, transcript=transcript)
+        # The agent's own words, never its command line (which holds the whole prompt).
+        return ExecutionResult(ok=False, error=f"{self.name}: {end.sentence}", reply=done.output, usage=usage,
+                               failure_kind=end.kind, transcript=transcript)
 
     def _caches(self, repo_dir: Path) -> set[Path]:
         return {path for pattern in self.preset.caches for path in repo_dir.glob(pattern)}

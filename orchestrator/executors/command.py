@@ -17,6 +17,7 @@ from pathlib import Path
 from orchestrator.checks.verify import CommandResult, run_command
 from orchestrator.config import template_problem
 from orchestrator.executors.base import ExecutionRequest, ExecutionResult
+from orchestrator.executors.transcript import agent_transcript
 from orchestrator.tempfiles import temp_prefix
 from reflection.redact import redact
 
@@ -51,7 +52,8 @@ class CommandExecutor:
             done = await run_command(command, request.repo_dir, timeout_s=self.timeout_s, kind="agent")
         finally:
             prompt_file.unlink(missing_ok=True)
-        return execution_result(done, self.timeout_s)
+        executed = execution_result(done, self.timeout_s)
+        return executed.model_copy(update={"transcript": agent_transcript(done.output)})
 
 
 def _check_template(template: str) -> None:

@@ -84,6 +84,10 @@ class Preset:
     # Caches the agent leaves in the repository root (globs): removed when new, or the
     # loop would commit them.
     caches: tuple[str, ...] = ()
+    # What this agent prints (regexes, case-blind) when it could not work at all, beyond
+    # agent_end.COMMON_ENVIRONMENT; and when it failed although it exited 0.
+    environment: tuple[str, ...] = ()
+    gave_up: tuple[str, ...] = ()
 
 
 # -- Claude Code: `claude -p ... --output-format json` ----------------------------------
@@ -199,10 +203,14 @@ def _openhands_report(output: str, scratch: Scratch) -> Report:
 
 PRESETS: dict[str, Preset] = {
     "claude-code": Preset("claude-code", "claude", _claude_argv, _claude_report, memory_file="CLAUDE.md"),
-    "codex": Preset("codex", "codex", _codex_argv, _codex_report, memory_file="AGENTS.md"),
-    "aider": Preset("aider", "aider", _aider_argv, _aider_report, caches=(".aider.tags.cache.v*",)),
-    "mini-swe-agent": Preset("mini-swe-agent", "mini", _mini_argv, _mini_report),
-    "openhands": Preset("openhands", "openhands", _openhands_argv, _openhands_report, memory_file="AGENTS.md"),
+    "codex": Preset("codex", "codex", _codex_argv, _codex_report, memory_file="AGENTS.md",
+                    environment=(r"\b404\b.*responses|/v1/responses.*\b404\b",)),  # a server without the Responses API
+    "aider": Preset("aider", "aider", _aider_argv, _aider_report, caches=(".aider.tags.cache.v*",),
+                    gave_up=(r"Empty response received from LLM",)),
+    "mini-swe-agent": Preset("mini-swe-agent", "mini", _mini_argv, _mini_report,
+                             environment=(r"^Aborted\.?$",)),  # its first-run wizard, with no terminal
+    "openhands": Preset("openhands", "openhands", _openhands_argv, _openhands_report, memory_file="AGENTS.md",
+                        gave_up=(r"ConversationErrorEvent",)),
 }
 
 

@@ -84,12 +84,17 @@ def history_dir(project_dir: Path, task_id: str) -> Path:
     return Layout(project_dir).history / safe_name(task_id)
 
 
-def write_attempt(project_dir: Path, task_id: str, subtask_id: str, version: ReflectionVersion, patch: str) -> Path:
-    """Keep one attempt: the patch first, so a version on disk always has its tree."""
+def write_attempt(project_dir: Path, task_id: str, subtask_id: str, version: ReflectionVersion, patch: str,
+                  transcript: str | None = None) -> Path:
+    """Keep one attempt: the patch first, so a version on disk always has its tree; a coding
+    agent's transcript (already redacted) beside it."""
     folder = history_dir(project_dir, task_id)
     stem = f"{safe_name(subtask_id)}.attempt-{version.iteration}"
     atomic_write(folder / f"{stem}.patch", patch.encode("utf-8", "surrogateescape"))
     record = {**version.as_dict(), "subtaskId": subtask_id, "patch": f"{stem}.patch"}
+    if transcript is not None:
+        atomic_write(folder / f"{stem}.transcript.txt", transcript.encode("utf-8", "surrogateescape"))
+        record["transcript"] = f"{stem}.transcript.txt"
     path = folder / f"{stem}.json"
     atomic_write(path, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
     return path

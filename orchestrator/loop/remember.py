@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from orchestrator.checks.convergence import StopReason
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.loop.plan import AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.tasks import Task
@@ -97,6 +98,8 @@ def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutc
     """The outcome reflection of a task that closed or was blocked (none for a stop)."""
     memory = p.memory
     if memory is None or outcome.status not in ("closed", "blocked"):
+        return
+    if outcome.stop_reason == StopReason.ENVIRONMENT:  # not logged in, no server: no lesson for other tasks
         return
     clean = all(a.outcome in PLAIN_PASS for s in plan.subtasks for a in s.attempts)
     if outcome.status == "closed" and clean and memory.settings.success_procedures != "always":

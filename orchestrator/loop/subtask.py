@@ -638,14 +638,14 @@ class SubtaskRun:
             s.failure_count += 1
             s.last_failure_reason = summary
         self.save()
-        self.keep_history(s.attempts[-1], verdict)
+        self.keep_history(s.attempts[-1], verdict, executed.transcript if executed else None)
         if self.attempt == 1:  # the attempt the lessons were shown to: did they help?
             record_use(self.p, self.lesson_ids, self.task, s.attempts[-1].number, outcome in ("passed", "waived"))
 
     def save(self) -> None:
         self.plan.save(self.p.layout.plan(self.plan.task_id))
 
-    def keep_history(self, record: AttemptRecord, verdict: Verdict | None) -> None:
+    def keep_history(self, record: AttemptRecord, verdict: Verdict | None, transcript: str | None = None) -> None:
         """The attempt as a version of the Reflection pattern, with its patch, on disk."""
         review = self.review if record.outcome in (*PASSING_OUTCOMES, "reviewed") else None
         version = attempt_version(record, verdict, review, spent=self.p.meter.since(self.spent),
@@ -653,7 +653,7 @@ class SubtaskRun:
         version.extra.update(self.agent_run)
         patch = self.patches.get(self.attempt, self.current_patch or "")
         try:
-            write_attempt(self.p.project_dir, self.task.id, self.subtask.id, version, patch)
+            write_attempt(self.p.project_dir, self.task.id, self.subtask.id, version, patch, transcript)
         except OSError as exc:  # the journey is for humans: a full disk must not stop the loop
             self.event("history_failed", attempt=self.attempt, error=str(exc))
 

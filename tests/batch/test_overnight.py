@@ -28,6 +28,7 @@ from projects import (
     git,
     init_repo,
     make_project,
+    outcome_lines,
     reflection_lines,
     run_events,
     run_summaries,
@@ -788,3 +789,21 @@ def test_parallel_worktrees_get_the_venv_linked_and_the_env_file_copied(tmp_path
     assert (repo / ".venv" / "marker.txt").read_text() == "the venv"  # removing the worktrees kept yours
     assert (repo / ".env").read_text() == "API_URL=http://localhost"
     assert status(repo) == ""
+
+
+def test_the_night_stops_when_task_after_task_cannot_run_for_the_same_reason(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every task's checks need a program that is not installed: each task is blocked
+    # before any model call, and a night of them would block the whole backlog.
+    repo = make_project(git_repo, [], tasks=[task(f"T-{n}", f"Task {n}") for n in range(1, 6)],
+                        config={"testCommands": ["no-such-test-runner --all"]})
+
+    assert overnight(repo, "--json") == 1
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert outcomes(summary) == {"T-1": "blocked", "T-2": "blocked", "T-3": "blocked"}
+    assert summary["stopReason"].startswith("3 tasks in a row could not run for the same reason; the last: "
+                                            "environment: The test command `no-such-test-runner --all`")
+    assert {t: tasks_on_disk(repo)[t]["status"] for t in ("T-4", "T-5")} == {"T-4": "open", "T-5": "open"}
+    assert outcome_lines(repo) == []  # nothing to learn about code from a missing program

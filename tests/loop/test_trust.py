@@ -75,6 +75,13 @@ def test_an_agent_that_commits_its_own_work_is_judged_like_any_attempt(git_repo:
     assert git(repo, "show", f"{sha}:calc.py") == FIXED
     assert git(repo, "status", "--porcelain") == ""
     assert len(events_of(repo, "agent_commits_folded")) == 2
+    # What the agent printed of each attempt is kept beside it, for the user to read.
+    history = repo / ".openagents" / "history" / "T-1"
+    transcripts = sorted(p.name for p in history.glob("*.transcript.txt"))
+    assert transcripts == ["T-1.1.attempt-1.transcript.txt", "T-1.1.attempt-2.transcript.txt"]
+    first = orjson.loads((history / "T-1.1.attempt-1.json").read_bytes())
+    assert first["transcript"] == "T-1.1.attempt-1.transcript.txt"
+    assert (history / transcripts[0]).read_text().startswith("## output\n")
 
 
 def test_an_agent_that_rewrites_the_projects_config_is_rejected_and_the_config_put_back(

@@ -1,0 +1,96 @@
+"""How a coding agent's run ended: done, gave up, or could not work at all.
+
+- **done**: the agent ran and said nothing went wrong; the checks judge its changes.
+- **agent**: it ran and tried, then failed by its own account (an error it reported, a
+  non-zero exit, a timeout, or words that mean failure behind exit 0, such as Aider's
+  empty reply from the model): worth a retry, told the agent's last word.
+- **environment**: it never got to work (not installed, not logged in, the model server
+  refused or cannot be reached, a first-run wizard, an endpoint the server lacks, a spent
+  quota): no retry can help, so the task stops with the agent's own sentence, and the run
+  stops when task after task meets the same one.
+
+What an agent prints is its own: the sentence quoted is a line of its output (or the
+final message it reported), redacted and on one line, never the command line that ran
+it (which holds the whole prompt).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from orchestrator.checks.verify import CommandResult
+from orchestrator.executors.command import COMMAND_NOT_FOUND
+from orchestrator.executors.presets import Preset, Report
+from reflection.redact import redact
+from reflection.text import one_line
+
+EndKind = Literal["done", "agent", "environment"]
+SENTENCE_CHARS = 400
+TAIL_LINES = 80  # an agent's own complaint is near the end of what it printed
+
+# Words any agent prints when it cannot reach or use a model: the environment's fault.
+COMMON_ENVIRONMENT = (
+    r"connection refused|ECONNREFUSED|failed to connect|could not connect|APIConnectionError|connection error",
+    r"could not resolve host|name or service not known|getaddrinfo|ENOTFOUND",
+    r"\b401\b.*(?:unauthori[sz]ed|api.?key|auth)|invalid (?:x-)?api[ _-]?key|incorrect api key|"
+    r"authentication_error|AuthenticationError",
+    r"insufficient_quota|exceeded your current quota|credit balance is too low",
+    r"not logged in|please run /login",
+)
+_FAILURE_WORDS = re.compile(r"error|failed|exception|abort|refused|denied|cannot|can't|unable", re.I)
+
+
+@dataclass(frozen=True)
+class AgentEnd:
+    kind: EndKind
+    sentence: str = ""  # the agent's words: why it did not do the work (one line, redacted)
+
+
+def diagnose(preset: Preset, done: CommandResult, report: Report, timeout_s: float) -> AgentEnd:
+    """Which of the three ends a finished agent process had, and in whose words."""
+    if not done.started or done.exit_code == COMMAND_NOT_FOUND:
+        return AgentEnd("environment", f"the agent program could not be started: {_last_line(done.output)}".rstrip(": "))
+    if done.timed_out:
+        return AgentEnd("agent", f"the agent run was stopped after the {timeout_s:g} s limit (executor.timeoutSeconds)")
+    gave_up = _first_match(preset.gave_up, done.output)
+    failed = done.exit_code != 0 or report.is_error or gave_up is not None
+    if not failed:
+        return AgentEnd("done")
+    words = "\n".join(filter(None, (report.final_message, _tail(done.output))))
+    environment = _first_match((*preset.environment, *COMMON_ENVIRONMENT), words)
+    if environment is not None:
+        return AgentEnd("environment", _sentence(environment))
+    said = report.final_message if report.is_error and report.final_message else gave_up
+    return AgentEnd("agent", _sentence(said or _complaint(done.output) or f"it exited with code {done.exit_code}"))
+
+
+def _first_match(patterns: tuple[str, ...], text: str) -> str | None:
+    """The first line of `text` that one of `patterns` finds (case-blind), or None."""
+    for pattern in patterns:
+        match = re.search(pattern, text, re.I | re.M)
+        if match:
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            return text[start : end if end != -1 else len(text)]
+    return None
+
+
+def _tail(output: str) -> str:
+    return "\n".join(output.rstrip().splitlines()[-TAIL_LINES:])
+
+
+def _complaint(output: str) -> str | None:
+    """The last line that sounds like a failure, else the last line at all."""
+    lines = [line for line in _tail(output).splitlines() if line.strip()]
+    return next((line for line in reversed(lines) if _FAILURE_WORDS.search(line)), lines[-1] if lines else None)
+
+
+def _last_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    return _sentence(lines[-1]) if lines else ""
+
+
+def _sentence(text: str) -> str:
+    return one_line(redact(text.strip()), SENTENCE_CHARS)
