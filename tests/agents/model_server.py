@@ -47,7 +47,8 @@ up, at most `hang_cap_s`), "stall" (a stream that sends its first two events, th
 "disconnect" (connection closed unanswered), "down" (closed, and the server stops listening).
 `Turn()` is an empty reply (empty text; Anthropic: `content: []`). `delay=` waits first.
 `server.stop()` is the server going down; `ModelServer(api_key="k")` answers any request
-without that key (Bearer or `x-api-key`) with a 401.
+without that key (Bearer or `x-api-key`) with a 401; `ModelServer(apis=("chat",))` is a server
+that speaks only those protocols (the others' endpoints get the unknown-path 404).
 
 Records: `server.requests` (`Recorded`: method, path, query, headers with secrets redacted,
 parsed body, api, model, stream, text matched, turn index (-1 override, -2 fallback), status,
@@ -602,6 +603,8 @@ class _Handler(BaseHTTPRequestHandler):
             apis = {"/chat/completions": "chat", "/responses": "responses", "/messages": "messages"}
             record.api = apis.get(route) if self.command == "POST" else None
             handler = endpoints.get((self.command, route))
+            if record.api is not None and record.api not in owner.apis:
+                record.api, handler = None, None  # a server that does not speak this protocol
             if handler is None and self.command == "GET" and route.startswith("/models/"):
                 handler = self._one_model
             if handler is None:
@@ -872,6 +875,7 @@ class ModelServer:
         chunk_chars: int = 16,
         stream_usage: Literal["requested", "always"] = "requested",
         models: Sequence[str] = ("scripted",),
+        apis: Sequence[str] = APIS,
         port: int = 0,
     ) -> None:
         self._port_wanted = port
@@ -880,6 +884,7 @@ class ModelServer:
         self.chunk_chars = chunk_chars
         self.stream_usage = stream_usage
         self.models = list(models)
+        self.apis = tuple(apis)  # the protocols served; another model endpoint is a 404 like any unknown path
         self.models_response: Any = None  # a body for GET /models instead of the list of `models`
         self.override: Turn | None = None
         self.fallback: Turn | None = None

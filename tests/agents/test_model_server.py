@@ -501,6 +501,19 @@ def test_models_and_unknown_paths(model_server: ModelServer) -> None:
     ]
 
 
+def test_a_server_of_one_protocol_has_no_endpoint_for_the_others() -> None:
+    with ModelServer([Turn(reply="chat only", times=None)], apis=("chat",)) as server:
+        chat = openai_client(server).chat.completions.create(model="m", messages=user("hi"))
+        with pytest.raises(openai.NotFoundError, match="no endpoint POST /v1/responses"):
+            openai_client(server).responses.create(model="m", input="hi")
+
+    assert chat.choices[0].message.content == "chat only"
+    assert [(r.path, r.api, r.status) for r in server.requests] == [
+        ("/v1/chat/completions", "chat", 200),
+        ("/v1/responses", None, 404),
+    ]
+
+
 @pytest.fixture
 def threads_before() -> Iterator[set[threading.Thread]]:
     yield set(threading.enumerate())
