@@ -62,7 +62,8 @@ class Pending:
                 continue
             if path == TASKS and path in self.content:
                 head = repo.blob("HEAD", path)
-                ours = own_tasks(self.content[path] or b"", _read(repo, path) or b"", head or b"")
+                ours = own_tasks(self.content[path] or b"", _read(repo, path) or b"", head or b"",
+                                 archived=_archived_ids(repo))
                 if ours == head or (head is None and not ours):
                     continue  # the run changed no task: the changes there are all yours
                 contents[path] = ours
@@ -70,17 +71,21 @@ class Pending:
         return paths, contents
 
 
-def own_tasks(start: bytes, now: bytes, head: bytes) -> bytes:
+def own_tasks(start: bytes, now: bytes, head: bytes, archived: frozenset[str] = frozenset()) -> bytes:
     """tasks.jsonl as `head` has it, with goldenloop's changes: a task whose line changed
     between the run's `start` and `now` takes its line as now (gone now: dropped; new:
-    appended); every other task takes now's state (`STATE`), which a killed run may have
-    left uncommitted, and keeps the rest as `head` has it."""
+    appended); a task gone now that the archive holds was moved there by goldenloop (an
+    earlier run that stopped before its commit included): dropped too; every other task
+    takes now's state (`STATE`), which a killed run may have left uncommitted, and keeps
+    the rest as `head` has it."""
     before, after = _tasks(start), _tasks(now)
     worked = {i for i in before.keys() | after.keys() if _body(before.get(i)) != _body(after.get(i))}
     out, seen = [], set()
     for line in _lines(head):
         task_id = _id(line)
         seen.add(task_id)
+        if task_id in archived and task_id not in after:
+            continue
         if task_id in worked:
             line = after.get(task_id, b"")
         elif task_id in after:
@@ -122,6 +127,14 @@ def _body(line: bytes | None) -> Any:
         return None if line is None else orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
+
+
+def _archived_ids(repo: Repo) -> frozenset[str]:
+    """The ids of the tasks in `.openagents/archive/tasks-*.jsonl`."""
+    ids: set[str] = set()
+    for path in (repo.root / PREFIX / "archive").glob("tasks-*.jsonl"):
+        ids |= {i for i in map(_id, _lines(path.read_bytes())) if i is not None}
+    return frozenset(ids)
 
 
 def _read(repo: Repo, path: str) -> bytes | None:
