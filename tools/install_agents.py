@@ -47,7 +47,8 @@ def install(name: str) -> bool:
             _run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                   spec])
         else:
-            _run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(AGENTS / "npm"), spec])
+            _run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--save-exact", "--prefix", str(AGENTS / "npm"),
+                  spec])  # exact: installing the next npm agent keeps this one's version
     except (OSError, subprocess.CalledProcessError) as exc:
         print(f"{name} was not installed: {exc}", flush=True)
         return False
