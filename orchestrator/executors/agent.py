@@ -109,10 +109,11 @@ class AgentExecutor:
     def _caches(self, repo_dir: Path) -> set[Path]:
         return {path for pattern in self.preset.caches for path in repo_dir.glob(pattern)}
 
-    def _env(self) -> dict[str, str] | None:
-        if not self.settings.model or self.preset.kind != "openhands":
-            return None
-        return {**os.environ, "LLM_MODEL": self.settings.model}
+    def _env(self) -> dict[str, str]:
+        env = {**self.preset.env, **os.environ}  # what the user set wins
+        if self.settings.model and self.preset.kind == "openhands":
+            env["LLM_MODEL"] = self.settings.model
+        return env
 
     def _usage(self, report: Report) -> dict[str, Any]:
         """The ExecutionResult's usage: camelCase, None where the agent did not say."""

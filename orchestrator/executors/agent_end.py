@@ -50,6 +50,7 @@ class AgentEnd:
 
 def diagnose(preset: Preset, done: CommandResult, report: Report, timeout_s: float) -> AgentEnd:
     """Which of the three ends a finished agent process had, and in whose words."""
+    done = done.model_copy(update={"output": _without(preset.noise, done.output)}) if preset.noise else done
     if not done.started or done.exit_code == COMMAND_NOT_FOUND:
         return AgentEnd("environment", f"the agent program could not be started: {_last_line(done.output)}".rstrip(": "))
     if done.timed_out:
@@ -75,6 +76,12 @@ def _first_match(patterns: tuple[str, ...], text: str) -> str | None:
             end = text.find("\n", match.end())
             return text[start : end if end != -1 else len(text)]
     return None
+
+
+def _without(patterns: tuple[str, ...], output: str) -> str:
+    """The output less the lines that one of `patterns` finds (case-blind)."""
+    noise = re.compile("|".join(f"(?:{p})" for p in patterns), re.I)
+    return "\n".join(line for line in output.splitlines() if not noise.search(line))
 
 
 def _tail(output: str) -> str:

@@ -43,6 +43,7 @@ elif name == "codex":
     assert args[0] == "exec"
     for flag in ("--sandbox", "--output-last-message", "--model"):
         p.add_argument(flag)
+    p.add_argument("--disable", action="append")
     p.add_argument("--json", action="store_true")
     p.add_argument("prompt")
     a = p.parse_args(args[1:])
@@ -55,7 +56,8 @@ elif name == "codex":
 elif name == "aider":
     for flag in ("--message-file", "--chat-history-file", "--input-history-file", "--read", "--model"):
         p.add_argument(flag)
-    for flag in ("--yes-always", "--no-pretty", "--no-gitignore"):
+    for flag in ("--yes-always", "--no-pretty", "--no-gitignore", "--no-show-release-notes", "--no-analytics",
+                 "--no-check-update", "--no-show-model-warnings", "--no-detect-urls", "--no-auto-commits", "--no-stream"):
         p.add_argument(flag, action="store_true")
     a = p.parse_args(args)
     assert pathlib.Path(a.message_file).read_text() and a.yes_always
@@ -67,6 +69,7 @@ elif name == "aider":
 elif name == "mini":
     for flag in ("-t", "-o", "--cost-limit", "--model"):
         p.add_argument(flag)
+    p.add_argument("-c", action="append")
     for flag in ("--yolo", "--exit-immediately"):
         p.add_argument(flag, action="store_true")
     a = p.parse_args(args)
@@ -248,9 +251,6 @@ def test_reports_read_the_documented_outputs_and_leave_the_unsaid_unknown(tmp_pa
                                    scratch)
     assert (aider.input_tokens, aider.output_tokens, aider.cost_usd) == (1_502_100, 1150, pytest.approx(0.0112))
     assert PRESETS["aider"].parse("Applied edit to calc.py", scratch).cost_usd is None
-    events = [{"type": "action", "action": "run"}, {"metrics": {"accumulated_cost": 0.42}, "conversation_id": "c1"}]
-    openhands = PRESETS["openhands"].parse("\n".join(json.dumps(e) for e in events), scratch)
-    assert (openhands.cost_usd, openhands.session_id) == (0.42, "c1")
     assert PRESETS["claude-code"].parse("not json at all", scratch).cost_usd is None
     assert PRESETS["mini-swe-agent"].parse("", scratch).cost_usd is None  # no trajectory written
 
@@ -261,3 +261,36 @@ def test_a_presets_reflections_are_filed_under_the_agent_not_an_unused_model() -
 
     config = ProjectConfig.model_validate({"executor": {"kind": "claude-code"}})
     assert agent_name(config) == "claude-code"  # not defaultModel, which no call used
+
+
+def test_openhands_last_word_is_its_finish_or_its_error_and_its_usage_is_in_the_saved_conversation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenHands 1.16's `--json` events and closing lines; its usage is only in base_state.json."""
+    from orchestrator.executors.presets import PRESETS, Report, Scratch
+
+    conversation = "1aa4cb01b9e2426b945b44cbb0a533df"
+    monkeypatch.setenv("OPENHANDS_CONVERSATIONS_DIR", str(tmp_path))
+    (tmp_path / conversation).mkdir()
+    metrics = {"agent": {"model_name": "openai/x", "accumulated_cost": 0.0004, "costs": [{"cost": 0.0004}],
+                         "accumulated_token_usage": {"prompt_tokens": 2300, "completion_tokens": 70}},
+               "condenser": {"accumulated_cost": 0.0, "costs": [],
+                             "accumulated_token_usage": {"prompt_tokens": 0, "completion_tokens": 0}}}
+    state = {"agent": {"llm": {"model": "openai/gpt-4o-mini"}}, "stats": {"usage_to_metrics": metrics}}
+    (tmp_path / conversation / "base_state.json").write_text(json.dumps(state))
+    said = {"kind": "MessageEvent", "source": "agent", "llm_message": {"content": [{"type": "text", "text": "On it."}]}}
+    finish = {"kind": "ActionEvent", "source": "agent", "action": {"message": "add() is fixed.", "kind": "FinishAction"}}
+    closing = f"Goodbye! 👋\nConversation ID: {conversation}\nHint: run openhands --resume ..."
+    output = "\n".join([json.dumps(said), json.dumps(finish), closing])
+
+    assert PRESETS["openhands"].parse(output, Scratch(tmp_path)) == Report(
+        input_tokens=2300, output_tokens=70, cost_usd=0.0004, model="openai/gpt-4o-mini", session_id=conversation,
+        final_message="add() is fixed.")
+    for entry in metrics.values():  # an unpriced model: $0 and no cost entry
+        entry.update(accumulated_cost=0.0, costs=[])
+    (tmp_path / conversation / "base_state.json").write_text(json.dumps(state))
+    error = {"kind": "ConversationErrorEvent", "source": "environment", "code": "LLMBadRequestError",
+             "detail": "litellm.BadRequestError: OpenAIException - Invalid request."}
+    failed = PRESETS["openhands"].parse("\n".join([json.dumps(said), json.dumps(error), closing]), Scratch(tmp_path))
+    assert (failed.is_error, failed.cost_usd, failed.input_tokens) == (True, None, 2300)
+    assert failed.final_message == "LLMBadRequestError: litellm.BadRequestError: OpenAIException - Invalid request."
