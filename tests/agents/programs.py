@@ -15,6 +15,7 @@ PROGRAMS: dict[str, str] = {
     "codex": "npm/node_modules/.bin/codex",
     "aider": "aider/bin/aider",
     "mini-swe-agent": "mini-swe-agent/bin/mini",
+    "openhands": "openhands/bin/openhands",
 }
 
 
