@@ -188,7 +188,8 @@ def _codex_report(output: str, scratch: Scratch) -> Report:
 _AIDER_COST = re.compile(r"Cost: \$([0-9.]+) message")
 # "Tokens: 2.1k sent, 150 received.", with "1.5k cache write, 900 cache hit," between the
 # two when the model caches prompts; "sent" already holds what was cached.
-_AIDER_TOKENS = re.compile(r"Tokens: ([0-9.]+[kM]?) sent,(?: [0-9.]+[kM]? cache (?:write|hit),)* ([0-9.]+[kM]?) received")
+_AIDER_TOKENS = re.compile(r"Tokens: ([0-9.]+[kM]?) sent,(?: [0-9.]+[kM]? cache (?:write|hit),)* "
+                           r"([0-9.]+[kM]?) received")
 # Unattended, `--yes-always` would accept the release notes (a browser), analytics and
 # any URL in the prompt. goldenloop commits the work itself, so Aider's commit-message
 # call (whose tokens it never prints) is not made; unstreamed, its token counts are the

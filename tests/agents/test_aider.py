@@ -1,0 +1,139 @@
+"""Aider, the real program, driven through goldenloop against the scripted model server.
+
+Aider edits in its "whole" format for a model it does not know: the reply names the file
+and gives its new content. It exits 0 whatever happened, so how it stopped is read from
+what it printed.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_server import ModelServer, Turn, Usage
+from programs import needs, program
+from projects import CALC, do_one_task, events_of, git, make_project, tasks_on_disk
+
+pytestmark = needs("aider")
+
+FIXED = CALC.replace("a - b", "a + b")
+WRONG = CALC.replace("a - b", "0")
+
+
+def whole(text: str) -> str:
+    """A reply in Aider's whole-file edit format."""
+    return f"Here is the fix.\n\ncalc.py\n```\n{text}```\n"
+
+
+@pytest.fixture
+def aider_env(model_server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> ModelServer:
+    """Aider pointed at the model server, the way a user points it at a local one."""
+    monkeypatch.setenv("OPENAI_API_BASE", model_server.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's bundled prices, no download
+    return model_server
+
+
+def project(repo: Path, **executor: Any) -> Path:
+    settings = {"executor": {"kind": "aider", "program": str(program("aider")), "agentModel": "openai/scripted",
+                             "timeoutSeconds": 300, **executor},
+                "reflexion": {"useLLM": False, "maxRetries": 1}}
+    return make_project(repo, [], config=settings)
+
+
+def transcript(repo: Path, attempt: int = 1) -> str:
+    (path,) = (repo / ".openagents" / "history" / "T-1").glob(f"*.attempt-{attempt}.transcript.txt")
+    return path.read_text()
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_aider_fixes_the_repository_and_its_tokens_are_counted_with_the_cost_unknown(
+    git_repo: Path, aider_env: ModelServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aider_env.script([Turn(reply=whole(FIXED), usage=Usage(1200, 30, cache_read_tokens=200))])
+    repo = project(git_repo)
+
+    assert do_one_task(repo) == 0
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "show", "--name-only", "--format=", sha).split() == ["calc.py"]
+    assert (repo / "calc.py").read_text() == FIXED
+    assert git(repo, "status", "--porcelain") == ""  # no chat history, cache or .gitignore edit left
+    [call] = events_of(repo, "model_call")
+    assert (call["inputTokens"], call["outputTokens"], call.get("costUsd"), call["costKnown"]) == (
+        1200, 30, None, False)
+    out = capsys.readouterr().out
+    assert "cost unknown" in out and "$0.0000" not in out
+    assert len(aider_env.model_requests()) == 1  # goldenloop commits: no commit-message call
+    kept = transcript(repo)
+    assert "Applied edit to calc.py" in kept and "## chat.md" in kept and "Here is the fix." in kept
+
+
+def test_a_wrong_edit_is_retried_with_the_failing_test_never_the_command_line(
+    git_repo: Path, aider_env: ModelServer
+) -> None:
+    aider_env.script([Turn(reply=whole(WRONG)), Turn(reply=whole(FIXED))])
+    repo = project(git_repo)
+
+    assert do_one_task(repo) == 0
+
+    assert [e["attempt"] for e in events_of(repo, "agent_run")] == [1, 2]
+    first, retry = aider_env.prompts()
+    assert "assert 0 == 5" not in first and "assert 0 == 5" in retry  # what the tests said of attempt 1
+    assert "--message-file" not in retry and "--yes-always" not in retry
+
+
+def test_an_empty_reply_is_aider_giving_up_and_the_retry_is_told_so(git_repo: Path, aider_env: ModelServer) -> None:
+    aider_env.script([Turn(reply=""), Turn(reply=whole(FIXED))])
+    repo = project(git_repo)
+
+    assert do_one_task(repo) == 0
+
+    [gave_up] = events_of(repo, "edit_failed")
+    assert (gave_up["failureKind"], gave_up["error"]) == (
+        "agent", "aider: Empty response received from LLM. Check your provider account?")
+    assert events_of(repo, "verdict")[0]["attempt"] == 2  # no tests were run on attempt 1
+    retry = aider_env.prompts()[1]
+    assert "Empty response received from LLM" in retry and "--message-file" not in retry
+
+
+def test_a_refused_key_blocks_the_task_at_once_in_aiders_words(
+    git_repo: Path, aider_env: ModelServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aider_env.override = Turn(error="auth")
+    repo = project(git_repo)
+
+    assert do_one_task(repo) == 1
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+    assert len(aider_env.model_requests()) == 1 and len(events_of(repo, "agent_run")) == 1
+    assert events_of(repo, "model_call") == []
+    out = capsys.readouterr().out
+    assert ("the agent cannot run here: aider: litellm.AuthenticationError: AuthenticationError: OpenAIException - "
+            "Incorrect API key provided.") in out
+    assert "--message-file" not in out
+
+
+@pytest.mark.slow  # Aider retries a refused connection for a minute before it gives up
+def test_a_server_that_is_down_blocks_the_task_at_once_in_aiders_words(
+    git_repo: Path, aider_env: ModelServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{closed_port()}/v1")
+    repo = project(git_repo)
+
+    assert do_one_task(repo) == 1
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+    assert len(events_of(repo, "agent_run")) == 1 and events_of(repo, "model_call") == []
+    out = capsys.readouterr().out
+    assert ("the agent cannot run here: aider: litellm.InternalServerError: InternalServerError: OpenAIException - "
+            "Connection error.") in out
+    assert "--message-file" not in out
