@@ -230,12 +230,12 @@ _MINI_LIMITS = ("LimitsExceeded", "TimeExceeded")
 
 
 def _mini_argv(prompt: str, scratch: Scratch, s: Settings) -> list[str]:
-    # A `-c` replaces its default config unless that is named too.
-    argv = [s.program, "-t", prompt, "--yolo", "--exit-immediately", "-o", str(scratch.trajectory),
-            "-c", "mini.yaml", "-c", f"agent.step_limit={s.max_turns}"]
+    # A `-c` replaces its default config unless that is named too; the configs merge in
+    # order, so the step limit comes after any config file in extraArgs (which sets its own).
+    argv = [s.program, "-t", prompt, "--yolo", "--exit-immediately", "-o", str(scratch.trajectory), "-c", "mini.yaml"]
     if s.budget_usd is not None and s.budget_usd > 0:  # its 0 means "no limit"
         argv += ["--cost-limit", f"{s.budget_usd:.4f}"]
-    return argv + _model(s) + list(s.extra_args)
+    return argv + _model(s) + list(s.extra_args) + ["-c", f"agent.step_limit={s.max_turns}"]
 
 
 def _mini_report(output: str, scratch: Scratch) -> Report:

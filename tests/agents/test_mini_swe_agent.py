@@ -111,6 +111,22 @@ def test_a_wrong_edit_is_retried_with_the_failing_test_never_the_command_line(
     assert "--yolo" not in retry and "--exit-immediately" not in retry
 
 
+def test_a_model_without_tool_calls_is_driven_in_its_text_mode_under_goldenloops_step_limit(
+    git_repo: Path, mini_env: ModelServer
+) -> None:
+    """Replies carry the command in a fenced block; the text-mode config sets its own step limit."""
+    command = f"```mswea_bash_command\ncat > calc.py <<'EOF'\n{FIXED}EOF\n```"
+    mini_env.script([Turn(reply=f"Fixing add.\n\n{command}"),
+                     Turn(reply="Done.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")])
+    repo = project(git_repo, maxTurns=5,
+                   extraArgs=["-c", "mini_textbased.yaml", "--model-class", "litellm_textbased"])
+
+    assert do_one_task(repo) == 0
+
+    assert (repo / "calc.py").read_text() == FIXED
+    assert '"step_limit": 5' in transcript(repo) and "LitellmTextbasedModel" in transcript(repo)
+
+
 @pytest.mark.parametrize("failure", ["down", "auth"])
 def test_a_server_down_or_a_refused_key_blocks_the_task_at_once_in_minis_words(
     failure: str, git_repo: Path, mini_env: ModelServer, monkeypatch: pytest.MonkeyPatch,
