@@ -223,7 +223,7 @@ class GitClock:
     """Wall time spent in the git processes goldenloop's repository layer runs."""
 
     def __init__(self) -> None:
-        import orchestrator.repo as repo_module
+        import orchestrator.git.repo as repo_module
 
         self.module, self.real, self.seconds, self.calls = repo_module, repo_module._run, 0.0, 0
 

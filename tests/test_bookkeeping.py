@@ -10,7 +10,7 @@ import orjson
 import pytest
 from projects import FIX_ADD, do_one_task, git, make_project, task
 
-from orchestrator.bookkeeping import own_tasks
+from orchestrator.git.bookkeeping import own_tasks
 
 
 @pytest.mark.parametrize("flags", [["--allow-dirty"], []], ids=["allow-dirty", "clean-tree"])

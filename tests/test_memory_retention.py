@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from orchestrator.layout import Layout
-from orchestrator.session import _is_memory, apply_retention, ensure_runtime_ignored
+from orchestrator.session.housekeeping import apply_retention, ensure_runtime_ignored, is_memory
 from reflection.schema import FailureCategory, Reflection
 from reflection.store import JsonlReflectionStore
 
@@ -52,5 +52,5 @@ def test_reflections_are_ignored_and_left_out_of_bookkeeping(tmp_path: Path) -> 
     ensure_runtime_ignored(tmp_path)
     assert gitignore.read_text().count("memory/reflections.jsonl*") == 1
     assert gitignore.read_text().startswith("*.lock\n")
-    assert _is_memory(".openagents/memory/reflections.jsonl")
-    assert not _is_memory(".openagents/memory/edit-formats.json")
+    assert is_memory(".openagents/memory/reflections.jsonl")
+    assert not is_memory(".openagents/memory/edit-formats.json")

@@ -19,7 +19,7 @@ import orjson
 import pytest
 from projects import CALC, do_one_task, git, make_project, run_events, tasks_on_disk
 
-from orchestrator.journal import SLACK_S
+from orchestrator.recovery.journal import SLACK_S
 
 pytestmark = pytest.mark.slow
 PY = sys.executable

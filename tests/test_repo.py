@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from projects import git
 
-from orchestrator.repo import FALLBACK_EMAIL, FALLBACK_NAME, Repo, RepoError
+from orchestrator.git.repo import FALLBACK_EMAIL, FALLBACK_NAME, Repo, RepoError
 
 
 @pytest.fixture

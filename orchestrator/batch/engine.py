@@ -33,9 +33,9 @@ from orchestrator.batch.summary import RepoReport
 from orchestrator.batch.worktree import MergeConflict, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
 from orchestrator.checks.convergence import StopReason
+from orchestrator.git.repo import Repo
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
-from orchestrator.repo import Repo
 from orchestrator.runlog import Listener, RunLog, new_run_id
 from orchestrator.session import (
     EXIT_BLOCKED,

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orchestrator.journal import stop_leftovers
 from orchestrator.layout import safe_name
 from orchestrator.loop.project_memory import normal_remote
+from orchestrator.recovery.journal import stop_leftovers
 from reflection.fileio import file_lock
 from reflection.redact import redact
 

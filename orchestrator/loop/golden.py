@@ -16,7 +16,6 @@ import time
 from orchestrator.checks.convergence import StopReason
 from orchestrator.checks.preflight import Baseline, preflight
 from orchestrator.checks.waivers import Waivers
-from orchestrator.journal import EarlySessions
 from orchestrator.loop.decompose import decompose, is_small
 from orchestrator.loop.learn import notes_for, reflect_on_task
 from orchestrator.loop.outcome import SubtaskResult, TaskOutcome
@@ -29,6 +28,7 @@ from orchestrator.loop.remember import (
 )
 from orchestrator.loop.subtask import SubtaskRun, task_text
 from orchestrator.processes import process_mark, session_started, task_mark
+from orchestrator.recovery.journal import EarlySessions
 from orchestrator.tasks import Task
 from reflection.redact import redact
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from orchestrator.config import ProjectConfig
 from orchestrator.executors import Executor
+from orchestrator.git.repo import Repo
 from orchestrator.layout import Layout
-from orchestrator.repo import Repo
 from orchestrator.runlog import RunLog
 from orchestrator.tasks import TaskBoard
 from reflection.llm import ChatModel

@@ -31,7 +31,6 @@ from orchestrator.checks.verify import Verdict, verify
 from orchestrator.checks.waivers import Waivers
 from orchestrator.config import ProjectConfig
 from orchestrator.executors import ExecutionRequest, ExecutionResult
-from orchestrator.journal import Heartbeat, Journal
 from orchestrator.layout import FOLDER
 from orchestrator.loop.attempt_history import attempt_version, write_attempt
 from orchestrator.loop.escalation import AttemptSnapshot, write_packet
@@ -42,7 +41,8 @@ from orchestrator.loop.prompt import LastAttempt, attempt_prompt, baseline_block
 from orchestrator.loop.remember import lessons_for, record_use, remember_decision
 from orchestrator.loop.user_files import UserFiles
 from orchestrator.processes import escaped, escaped_pids, session_started
-from orchestrator.recovered import Keeper, kept_event
+from orchestrator.recovery.journal import Heartbeat, Journal
+from orchestrator.recovery.recovered import Keeper, kept_event
 from orchestrator.tasks import Task
 from reflection.fileio import atomic_write
 from reflection.llm import ModelError
@@ -577,7 +577,7 @@ class SubtaskRun:
         self.said_kept(kept)
 
     def keep(self, paths: list[str]) -> None:
-        """Before `paths` are overwritten: the bytes nothing else holds, kept (orchestrator/recovered.py)."""
+        """Before `paths` are overwritten: the bytes nothing else holds, kept (orchestrator/recovery/recovered.py)."""
         self.said_kept(self.keeper.keep(paths))
 
     def said_kept(self, kept: list[str]) -> None:

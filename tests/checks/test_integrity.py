@@ -16,7 +16,7 @@ from orchestrator.checks.integrity import (
     find_skip_markers,
     is_test_path,
 )
-from orchestrator.repo import Repo
+from orchestrator.git.repo import Repo
 
 REMEDY = " — fix the code, not the tests"
 

@@ -14,11 +14,11 @@ from projects import git, init_repo
 
 from orchestrator.config import ProjectConfig
 from orchestrator.executors import ExecutionRequest, ExecutionResult
+from orchestrator.git.repo import Repo
 from orchestrator.layout import Layout
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import SubtaskPlan, single_subtask_plan
 from orchestrator.loop.subtask import REASK_TEMPERATURE, SubtaskRun
-from orchestrator.repo import Repo
 from orchestrator.runlog import RunLog
 from orchestrator.tasks import Task, TaskBoard
 from reflection.meter import Meter

@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
+from orchestrator.git.repo import Repo
 from orchestrator.layout import PREFIX
-from orchestrator.repo import Repo
 
 OWN = tuple(PREFIX + p for p in ("tasks.jsonl", "archive/", "subtasks/", "escalations/", "memory/", ".gitignore"))
 TASKS, RULES = PREFIX + "tasks.jsonl", PREFIX + "memory/rules.md"

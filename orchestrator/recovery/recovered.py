@@ -19,7 +19,7 @@ import os
 import shutil
 from pathlib import Path
 
-from orchestrator.repo import Repo
+from orchestrator.git.repo import Repo
 
 
 class Keeper:

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import orjson
 
+from orchestrator.git.repo import Repo
 from orchestrator.layout import Layout
 from orchestrator.processes import kill_marked, kill_sessions
-from orchestrator.repo import Repo
 from reflection.fileio import atomic_write
 
 SLACK_S = 1.0  # a write this long after the last heartbeat may still be the dead run's
