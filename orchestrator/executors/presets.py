@@ -338,10 +338,12 @@ _OPENHANDS_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENHANDS_SUPPRESS_BA
 
 # Their consoles wrap at 80 columns, which would cut the sentence quoted from them.
 _WIDE = {"COLUMNS": "400"}
+# litellm's price table as installed, not downloaded at each start.
+_LOCAL_PRICES = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 # mini-swe-agent asks for a model and a key on its first run unless configured, and stops
 # at the first call of a model litellm cannot price unless told to ignore that. (Its
 # errors are read from its trajectory, whole.)
-_MINI_ENV = {"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"}
+_MINI_ENV = {**_LOCAL_PRICES, "MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"}
 
 
 PRESETS: dict[str, Preset] = {
@@ -352,7 +354,7 @@ PRESETS: dict[str, Preset] = {
     "aider": Preset("aider", "aider", _aider_argv, _aider_report, caches=(".aider.tags.cache.v*",),
                     environment=(r"litellm\.NotFoundError",), gave_up=_AIDER_GAVE_UP,
                     # its model-info download, which fails offline and changes nothing
-                    noise=(r"model_prices_and_context_window\.json",), env=_WIDE),
+                    noise=(r"model_prices_and_context_window\.json",), env={**_WIDE, **_LOCAL_PRICES}),
     "mini-swe-agent": Preset("mini-swe-agent", "mini", _mini_argv, _mini_report, env=_MINI_ENV,
                              environment=(r"^Aborted\.?$",  # its first-run wizard, with no terminal
                                           r"litellm\.NotFoundError", r"Error calculating cost for model"),

@@ -32,7 +32,7 @@ def aider_env(model_server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> Mod
     """Aider pointed at the model server, the way a user points it at a local one."""
     monkeypatch.setenv("OPENAI_API_BASE", model_server.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's bundled prices, no download
+    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)  # goldenloop's own setting is under test
     return model_server
 
 

@@ -34,10 +34,9 @@ def mini_env(model_server: ModelServer, monkeypatch: pytest.MonkeyPatch, tmp_pat
     """mini-swe-agent pointed at the model server, the way a user points it at a local one."""
     monkeypatch.setenv("OPENAI_API_BASE", model_server.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's bundled prices, no download
     monkeypatch.setenv("MSWEA_GLOBAL_CONFIG_DIR", str(tmp_path / "mini-config"))  # not this machine's own
     monkeypatch.setenv("MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT", "1")  # its own default retries for minutes
-    for name in ("MSWEA_CONFIGURED", "MSWEA_COST_TRACKING", "MSWEA_MODEL_NAME"):
+    for name in ("MSWEA_CONFIGURED", "MSWEA_COST_TRACKING", "MSWEA_MODEL_NAME", "LITELLM_LOCAL_MODEL_COST_MAP"):
         monkeypatch.delenv(name, raising=False)  # goldenloop's own settings are under test
     return model_server
 
