@@ -26,7 +26,8 @@ from orchestrator.loop.remember import (
     remember_decision,
     remember_task,
 )
-from orchestrator.loop.subtask import SubtaskRun, task_text
+from orchestrator.loop.state import task_text
+from orchestrator.loop.subtask import SubtaskRun
 from orchestrator.processes import process_mark, session_started, task_mark
 from orchestrator.recovery.journal import EarlySessions
 from orchestrator.tasks import Task

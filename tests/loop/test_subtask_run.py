@@ -18,7 +18,8 @@ from orchestrator.git.repo import Repo
 from orchestrator.layout import Layout
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import SubtaskPlan, single_subtask_plan
-from orchestrator.loop.subtask import REASK_TEMPERATURE, SubtaskRun
+from orchestrator.loop.steps import REASK_TEMPERATURE
+from orchestrator.loop.subtask import SubtaskRun
 from orchestrator.runlog import RunLog
 from orchestrator.tasks import Task, TaskBoard
 from reflection.meter import Meter

@@ -1,0 +1,137 @@
+"""A failed attempt, written down for the next one: how far it got (the progress tracker),
+a reflection when a retry will read it, the tree the retry starts from, and the words of
+the next prompt. Each function ends the attempt: `Retry`, or `Escalate` when retrying
+cannot help.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NoReturn
+
+from orchestrator.checks.convergence import AttemptScore, Decision, StopReason
+from orchestrator.checks.judge import Judgement
+from orchestrator.checks.verify import Verdict
+from orchestrator.executors import ExecutionResult
+from orchestrator.loop.attempt import Attempt, Escalate, Retry
+from orchestrator.loop.escalation import AttemptSnapshot
+from orchestrator.loop.prompt import LastAttempt
+from orchestrator.loop.reflecting import reflect_on_edit, reflect_on_verdict
+from orchestrator.loop.remember import remember_decision
+from orchestrator.loop.state import SubtaskState
+from reflection.redact import redact
+from reflection.text import cut_block
+
+REPLY_LOGGED = 4_000  # characters of an unapplied reply kept in the run log, to see why
+
+
+async def fail(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
+               executed: ExecutionResult) -> NoReturn:
+    """Track progress, reflect only when a retry follows, then stop or set the retry up."""
+    decision = await _progress(s, a, verdict, judged)
+    stop = _stop_reason(s, judged, decision)
+    reflection_id = None
+    if stop is None and judged.reflect and a.number < s.max_attempts:  # only a retry reads it
+        reflection_id = await reflect_on_verdict(s, verdict, judged, a.diff)
+    s.record(a, judged.outcome, judged.summary, verdict, reflection_id, executed=executed)
+    if stop is not None:
+        raise Escalate(stop)
+    await _set_up_retry(s, a, verdict, judged, decision)
+    raise Retry
+
+
+async def _progress(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement) -> Decision | None:
+    """Remember the failed attempt's tree and ask the tracker; None: nothing to track."""
+    n = a.number
+    score = 0.0 if judged.outcome in ("integrity", "no_change") else verdict.score
+    s.earlier.snapshots.append(AttemptSnapshot(n, judged.summary, a.diff, score, failure=judged.failure))
+    s.earlier.tree_failed(n, a.patch if a.patch is not None else await s.tree.snapshot())
+    if judged.escalate:
+        return None
+    attempt = AttemptScore.from_verdict(n, verdict)
+    if judged.outcome in ("integrity", "no_change"):
+        attempt = AttemptScore(n, 0.0, signature=judged.outcome)
+    s.earlier.scores[n] = attempt
+    return s.track(attempt, always_log=False)
+
+
+def _stop_reason(s: SubtaskState, judged: Judgement, decision: Decision | None) -> StopReason | None:
+    """Why no retry follows this failed attempt, or None when one does."""
+    if judged.escalate or decision is None:
+        return StopReason.ENVIRONMENT
+    if decision.action == "stop" and s.attempt < s.max_attempts:
+        return decision.reason or StopReason.PLATEAU
+    return None
+
+
+async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
+                        decision: Decision | None) -> None:
+    """Roll a regression back or undo a rejected attempt, and tell the next prompt why."""
+    n, diff = a.number, a.diff
+    failure = judged.failure
+    if decision is not None and decision.repeated_signature:
+        failure += "\n\nThis is exactly the failure of the attempt before: that fix did not work."
+    if decision is not None and decision.action == "rollback" and decision.rollback_to in s.earlier.patches:
+        best = s.earlier.snapshot(decision.rollback_to)
+        assert best is not None
+        await s.roll_back_to(best.number, event="rolled_back")
+        remember_decision(s.p, s.task, f"rolled back to the tree of attempt {best.number}",
+                          [f"keep the tree of attempt {n}"], decision.explanation)
+        failure += (f"\n\nThis attempt was worse than attempt {best.number}, so the tree was put "
+                    f"back to attempt {best.number}'s changes (shown above); improve on those.")
+        diff = best.diff
+    elif judged.outcome == "integrity":  # weakened tests must not stay for the next attempt
+        await s.roll_back_to(s.start, event="attempt_undone")
+        failure += (f"\n\nThat diff was undone: the tree is back to how it was before attempt "
+                    f"{n}, tests included; make the tests pass by changing the code.")
+    else:
+        s.start = n
+    s.previous_signature = verdict.digest.signature if verdict.digest else None
+    s.earlier.failures[n] = failure
+    s.last = LastAttempt(n, diff, failure)
+
+
+async def not_applied(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> NoReturn:
+    """An attempt whose reply could not be applied (or whose agent failed): nothing ran."""
+    reason = executed.failure_summary()
+    s.event("edit_failed", attempt=a.number, error=executed.error, failureKind=executed.failure_kind,
+            formatAsked=executed.format_asked, formatReceived=executed.format_received,
+            reply=cut_block(redact(executed.reply or ""), REPLY_LOGGED))
+    reflection_id = None
+    if executed.failure_kind == "edit" and a.number < s.max_attempts:  # a format failure is a lesson too
+        reflection_id = await reflect_on_edit(s, executed)
+    s.record(a, "edit_failed", reason, reflection_id=reflection_id, executed=executed)
+    failure = "\n".join(part for part in (executed.error, executed.repair) if part)
+    s.earlier.snapshots.append(AttemptSnapshot(a.number, reason, a.diff, 0.0, failure=executed.error or ""))
+    s.last = LastAttempt(a.number, a.diff, failure, applied=False, agent_failed=executed.failure_kind == "agent")
+    raise Retry
+
+
+async def repeated(s: SubtaskState, a: Attempt, same_as: int, executed: ExecutionResult) -> NoReturn:
+    """Count an attempt that reproduced attempt `same_as` even when asked not to.
+
+    Its verdict is `same_as`'s, so progress is tracked as if it had run: a repeat is
+    no improvement, and going back to an older attempt's code is oscillation.
+    """
+    n, e = a.number, s.earlier
+    summary = f"gave back attempt {same_as}'s code unchanged, even when asked for a different one"
+    if same_as in e.judgements:  # what that code does, so the task's reason names the failure
+        summary += f"; that code: {e.judgements[same_as].summary}"
+    s.event("repeat", attempt=n, sameAs=same_as, action="counted as a failed attempt")
+    s.record(a, "repeat", summary, executed=executed)
+    earlier = e.snapshot(same_as)
+    diff = earlier.diff if earlier else ""
+    e.snapshots.append(AttemptSnapshot(n, summary, diff, earlier.score if earlier else 0.0,
+                                       failure=e.failures.get(same_as, "")))
+    e.patches[n] = e.patches.get(same_as, "")
+    e.failures[n] = e.failures.get(same_as, "")
+    if same_as in e.judgements:  # the same code fails the same way
+        e.judgements[n] = e.judgements[same_as]
+    await s.roll_back_to(None)  # the next attempt starts over, too
+    s.start = None
+    if same_as in e.scores:
+        decision = s.track(dataclasses.replace(e.scores[same_as], number=n), always_log=True)
+        if decision.action == "stop" and n < s.max_attempts:
+            raise Escalate(decision.reason or StopReason.PLATEAU)
+    s.last = LastAttempt(n, diff, e.failures[n], repeat_of=same_as)
+    raise Retry

@@ -1,0 +1,84 @@
+"""The memory side of an attempt: reflections written on a failure, and the prompt that
+reads them back (with the lessons, rules and task notes) for the next attempt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.checks.judge import Judgement
+from orchestrator.checks.verify import Verdict
+from orchestrator.executors import ExecutionResult
+from orchestrator.loop.prompt import LastAttempt, attempt_prompt, baseline_block, checks_block
+from orchestrator.loop.state import SubtaskState
+from reflection.schema import FailureContext, Reflection
+
+
+async def reflect_on_verdict(s: SubtaskState, verdict: Verdict, judged: Judgement, diff: str) -> str | None:
+    """Reflect on what the attempt broke: the judge puts its own failures first and marks
+    the tests that were failing before the task."""
+    digest = verdict.digest
+    if digest is None or verdict.failure_type is None:
+        return None
+    return await reflect(
+        s, failure_type=verdict.failure_type, digest=judged.failure or digest.text,
+        error_signature=digest.signature, failing_tests=list(judged.failing_tests),
+        first_error=judged.first_error, preexisting_tests=list(judged.waived), diff=diff,
+        previous_signature=s.previous_signature,
+    )
+
+
+async def reflect_on_edit(s: SubtaskState, executed: ExecutionResult) -> str | None:
+    return await reflect(s, stage="edit", digest=executed.error) if executed.error else None
+
+
+async def reflect(s: SubtaskState, **failure: Any) -> str | None:
+    """Write a reflection on the attempt in flight; its id, or None (reflexion off or failing)."""
+    service = s.p.reflections
+    if service is None:
+        return None
+    sub = s.subtask
+    number = sub.next_number
+    ctx = FailureContext(session_id=s.p.session_id, task_id=s.task.id, subtask_id=sub.id,
+                         attempt_number=number, subtask_title=sub.title, subtask_description=sub.description,
+                         files_modified=s.changed, **failure)
+    try:
+        reflection = await service.reflect(ctx, previous=recalled(s, service.max_per_retry))
+    except Exception as exc:  # noqa: BLE001 - memory trouble must not stop the loop
+        s.event("reflection_failed", error=str(exc))
+        return None
+    s.reflections += 1
+    s.next_applying = [reflection.suggestion, *reflection.action_items]
+    s.event("reflection", attempt=number, id=reflection.id, category=reflection.category,
+            analysis=reflection.analysis, suggestion=reflection.suggestion, source=reflection.source,
+            path=service.location)
+    return reflection.id
+
+
+def recalled(s: SubtaskState, limit: int) -> list[Reflection]:
+    """The subtask's last reflections, newest first. The plan says how many there are,
+    so the store stops reading as soon as it has found them (it reads from the end)."""
+    service = s.p.reflections
+    written = sum(a.reflection_id is not None for a in s.subtask.attempts)
+    if service is None or written == 0:
+        return []
+    return service.recent(s.subtask.id, min(limit, written))
+
+
+def prompt_for(s: SubtaskState, last: LastAttempt | None) -> str:
+    """The attempt's prompt: the task, what the last attempt did, its reflections, the
+    lessons of other tasks (first attempt only) and the project's rules."""
+    block = ""
+    service = s.p.reflections
+    if service is not None and (last is not None or s.subtask.attempts):  # incl. a killed run's
+        block = service.format_for_prompt(recalled(s, service.max_per_retry))
+    memory = s.p.memory
+    c = s.p.config
+    checks = "" if c.executor.kind == "builtin" else checks_block(  # an agent finds its own way: say the goal
+        [*c.typecheck_commands, *c.test_commands])
+    failing = sorted(s.baseline.failing_tests) if s.baseline else []
+    before = baseline_block([t for t in failing if not s.waivers.entry_for(t)], s.waivers.waived(failing))
+    checks = "\n\n".join(part for part in (checks, before) if part)
+    return attempt_prompt(s.task, s.plan, s.subtask, last=last, reflections=block, notes=s.notes,
+                          checks=checks,
+                          lessons=s.lessons if s.attempt == 1 else "",
+                          rules=memory.rules() if memory else "")

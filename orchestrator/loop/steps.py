@@ -1,0 +1,197 @@
+"""The steps of one attempt, in the order the subtask run (loop/subtask.py) calls them:
+
+    prepare -> execute -> guard -> judge -> review
+
+Each takes the subtask's state and the attempt, and hands the next step what it found.
+A step that ends the attempt raises an outcome of loop/attempt.py; what a failed
+attempt leaves for the next one (progress, reflection, the next prompt's words) is
+loop/failure.py's.
+"""
+
+from __future__ import annotations
+
+import time
+
+from orchestrator.budget import BudgetExceeded
+from orchestrator.checks.convergence import StopReason
+from orchestrator.checks.judge import Judgement
+from orchestrator.checks.review import review_block
+from orchestrator.checks.verify import Verdict, verify
+from orchestrator.executors import ExecutionRequest, ExecutionResult
+from orchestrator.loop.attempt import Attempt, Escalate, KeepBest, PutBack, Retry
+from orchestrator.loop.failure import fail, not_applied, repeated
+from orchestrator.loop.prompt import LastAttempt, start_over
+from orchestrator.loop.reflecting import prompt_for
+from orchestrator.loop.state import SubtaskState, task_text
+from reflection.llm import ModelError
+from reflection.pattern.evaluation import ReflectionEvaluation
+from reflection.pattern.history import ReflectionVersion, select_best
+
+# Asking again after a retry returned an earlier attempt's code: greedy decoding of much
+# the same prompt tends to give the same answer, so the second ask samples.
+REASK_TEMPERATURE = 0.7
+# A prompt too long for the model is this task's problem: block it, do not stop the run.
+TASK_MODEL_ERRORS = frozenset({"context_window"})
+AGENT_FIELDS = ("agent", "sessionId", "finalMessage", "costUsd", "model")  # a coding agent's report, kept
+NO_CHANGE = ("the attempt changed no file, so it cannot have done the task (a task that only checks "
+             "the repository is marked verification-only); make the change the task asks for")
+
+
+def prepare(s: SubtaskState) -> Attempt:
+    """Ask the budget first; then count the attempt, note the tree it starts from in the
+    journal, and write its prompt."""
+    p = s.p
+    stop = p.budget_check() if p.budget_check else None
+    if stop:
+        raise PutBack("budget", stop)
+    s.attempt += 1
+    applying, s.next_applying = s.next_applying, []
+    spent = p.meter.copy()
+    s.journal.remember_tree(p.repo.root, s.changed)  # the tree this attempt starts from
+    prompt = prompt_for(s, s.last)
+    s.event("attempt_started", attempt=s.attempt, of=s.max_attempts, promptChars=len(prompt))
+    request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=s.attempt, hint_paths=s.changed)
+    return Attempt(s.attempt, request, spent, applying, started=time.monotonic(), patch=s.latest_patch)
+
+
+async def execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
+    """The executor's answer. A model call the budget cannot cover, or a model that is
+    down, puts the subtask back; a prompt the model refuses escalates."""
+    try:
+        executed = await _execute(s, a)
+    except BudgetExceeded as exc:  # a model call the budget could not cover: refused, never made
+        raise PutBack("budget", str(exc)) from None
+    except ModelError as exc:
+        if exc.kind in TASK_MODEL_ERRORS:  # this task's prompt is the problem: retries cannot help
+            s.record(a, "model_refused", f"the model refused this task's prompt: {exc}")
+            raise Escalate(StopReason.ENVIRONMENT) from None
+        raise PutBack("model_unavailable", f"the model failed: {exc}") from None
+    if executed.usage and executed.usage.get("agent"):  # its session id and last word, for the user
+        a.agent_run = {k: v for k, v in executed.usage.items() if k in AGENT_FIELDS}
+        s.event("agent_run", attempt=a.number, **a.agent_run)
+    return executed
+
+
+async def _execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
+    """Run the executor; a retry that gives back a failed attempt's code is asked once more,
+    from the subtask's start, told how that code failed but not shown it. `a.same_as` says
+    when its tree is still one a failed attempt left: verifying it again would only repeat
+    a known verdict."""
+    executed = await s.p.executor.execute(a.request)
+    same_as = await _same_as_failed(s, a, executed)
+    if same_as is None or not s.p.config.retry.reask_repeats:
+        return executed
+    s.event("repeat", attempt=a.number, sameAs=same_as, action="asked again")
+    await s.roll_back_to(None)
+    block = start_over(same_as, s.earlier.failures.get(same_as, ""))
+    again = a.request.model_copy(
+        update={"prompt": f"{prompt_for(s, None)}\n\n{block}", "temperature": REASK_TEMPERATURE}
+    )
+    executed = await s.p.executor.execute(again)
+    a.same_as = await _same_as_failed(s, a, executed)
+    return executed
+
+
+async def _same_as_failed(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> int | None:
+    """The failed attempt whose tree the executor's result reproduces, if any."""
+    a.patch = s.latest_patch = None
+    if not executed.ok or not s.earlier.failed_trees:
+        return None
+    a.patch = s.latest_patch = await s.tree.snapshot()
+    return s.earlier.failed_tree(a.patch)
+
+
+async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
+    """What an attempt may not do, undone before anything is judged: an agent's own commits
+    become changes again, the user's files and the files that judge attempts are put back."""
+    folded = await s.tree.fold_commits()
+    if folded:  # the agent committed its own work: still an attempt, judged like any other
+        s.event("agent_commits_folded", attempt=a.number, paths=folded)
+    s.changed = await s.tree.changed_files()
+    await s.tree.hold(s.changed)  # its output, reproducible from now on: no undo loses it
+    # The diff costs several git calls: made when a retry, a reflection or the test
+    # integrity check (an attempt that touched test files) needs it.
+    a.diff = await s.tree.diff() if not executed.ok or s.judge.touches_tests(s.changed) else ""
+    touched = s.tree.user_files.keep(s.tree.keep)
+    if touched:  # their edits cannot be told from the user's: never ours to keep
+        _user_files_touched(s, a, touched)
+    tampered = s.judging.put_back(s.tree.keep)
+    if tampered:  # the checks must stay the ones the run read, whatever the agent wrote
+        s.event("config_tampered", attempt=a.number)
+        judged = Judgement("integrity", tampered, failure=tampered)
+        s.log_verdict(Verdict(passed=False, steps=[]), judged)
+        await fail(s, a, Verdict(passed=False, steps=[]), judged, executed)
+
+
+def _user_files_touched(s: SubtaskState, a: Attempt, touched: list[str]) -> None:
+    files = f"{touched[0]}, which holds" if len(touched) == 1 else f"{', '.join(touched)}, which hold"
+    reason = (f"the attempt changed {files} uncommitted work of yours (put back as it was); goldenloop "
+              "never mixes its edits into your work: commit or stash it, set the task's status back "
+              "to open in .openagents/tasks.jsonl and run again")
+    s.event("user_files_touched", paths=touched)
+    s.record(a, "user_files", reason)
+    raise Escalate(StopReason.ENVIRONMENT)
+
+
+async def judge(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> tuple[Verdict, Judgement]:
+    """The checks' verdict as judged, when it passes. Nothing is run for a reply that was
+    not applied, nor for a failed attempt's code given back: their verdict is known."""
+    if not executed.ok and executed.failure_kind == "environment":  # no retry can install it
+        s.record(a, "environment", executed.failure_summary(), executed=executed)
+        raise Escalate(StopReason.ENVIRONMENT)
+    if not executed.ok:  # nothing ran: say exactly why, and how to get it right
+        await not_applied(s, a, executed)
+    if a.same_as is not None:
+        await repeated(s, a, a.same_as, executed)
+    verdict = await verify(s.p.repo.root, s.p.config.checks)
+    judged = await s.judge.judge(verdict, s.changed, a.diff)
+    if judged.passed and not s.changed and not s.task.verification_only:
+        judged = Judgement("no_change", NO_CHANGE, failure=NO_CHANGE)
+    s.log_verdict(verdict, judged)
+    if judged.passed:
+        a.patch = s.latest_patch = a.patch if a.patch is not None else await s.tree.snapshot()
+        return verdict, judged
+    if s.passing:  # a revision that broke the checks: the passing version stands
+        s.record(a, judged.outcome, judged.summary, verdict, executed=executed)
+        raise KeepBest(f"the revision failed its checks ({judged.summary})")
+    a.diff = a.diff or await s.tree.diff()
+    await fail(s, a, verdict, judged, executed)
+
+
+async def review(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
+                 executed: ExecutionResult) -> str:
+    """A passing attempt scored on the project's criteria (review.enabled); the summary it
+    is committed with. One short of the bar asks for a revision while one is left; a
+    revision that scores lower than an earlier pass keeps that pass."""
+    gate, settings = s.p.review, s.p.config.review
+    if gate is None or not s.changed:
+        return judged.summary
+    diff = await s.tree.diff()
+    review = a.review = await gate.review(task=task_text(s.task), diff=diff, waived=judged.outcome != "passed",
+                                          tests_touched=s.judge.touches_tests(s.changed))
+    s.event("reviewed", attempt=a.number, threshold=settings.success_threshold, **review.as_event())
+    best = select_best([*s.passing, _version(a, review.evaluation)], "highest_score")
+    revise = (not review.evaluation.satisfactory and s.revisions < settings.revisions
+              and a.number < s.max_attempts and best.iteration == a.number)
+    summary = f"{judged.summary}; review {review.score:.2f}"
+    s.earlier.patches[a.number] = a.patch or ""
+    s.passing.append(_version(a, review.evaluation))
+    if best.iteration == a.number and not revise:
+        if not review.evaluation.satisfactory:  # kept, yet short of the bar: no revision is left
+            s.event("review_accepted_low", attempt=a.number, score=round(review.score, 4),
+                    threshold=settings.success_threshold, why="no revision left")
+        return summary
+    s.record(a, "reviewed", summary, verdict, executed=executed)
+    if not revise:
+        raise KeepBest(f"its review scored {review.score:.2f}, below attempt "
+                       f"{best.iteration}'s {best.evaluation.overall_score:.2f}")
+    s.revisions += 1
+    s.start, s.next_applying = a.number, list(review.improvements)
+    s.last = LastAttempt(a.number, diff, "\n".join(review_block(review, settings.success_threshold)), reviewed=True)
+    s.event("revision_asked", attempt=a.number, score=round(review.score, 4), improvements=review.improvements)
+    raise Retry
+
+
+def _version(a: Attempt, evaluation: ReflectionEvaluation) -> ReflectionVersion:
+    return ReflectionVersion(iteration=a.number, output="", evaluation=evaluation,
+                             improvements_applied=list(a.applying))
