@@ -90,8 +90,10 @@ def _run(args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None) ->
         raise RepoError("git is not installed (or not on PATH); goldenloop needs it") from None
 
 
-class Repo:
-    """A git working tree opened at `path` (its top level or any folder inside it)."""
+class GitPlumbing:
+    """A git working tree opened at `path` (its top level or any folder inside it), and
+    the plumbing every operation of `Repo` stands on: git run as a process, refs read from
+    their files, commits' names and trees cached, a scratch index for private work."""
 
     def __init__(self, path: Path) -> None:
         path = Path(path)
@@ -249,6 +251,11 @@ class Repo:
         except RepoError:
             return False
         return True
+
+
+class Repo(GitPlumbing):
+    """The repository as the loop sees it: what an attempt changed, its diff and snapshot,
+    exact commits, restore, and the bytes git holds."""
 
     def dirty_paths(self) -> list[str]:
         """Modified, staged, deleted and untracked (not ignored) paths outside `.openagents/`."""
