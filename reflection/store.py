@@ -34,6 +34,9 @@ leave are first appended and fsynced to `<memory>/archive/reflections-<year>.jso
 never in neither. Unparseable complete lines are kept: they belong to someone else. A
 final line without `\\n` that does not parse is a torn write and is dropped.
 
+Three parts: `JsonlFile` (the lock, the descriptors, the index, the lines skipped),
+`JsonlReflectionStore` (the store's API on it), `YearlyArchive` (where lines go).
+
 POSIX only (fcntl), like the rest of goldenloop's process handling.
 """
 
@@ -48,9 +51,10 @@ import threading
 import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import orjson
 from pydantic import ValidationError
@@ -526,11 +530,10 @@ def describe_invalid(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-class JsonlReflectionStore:
-    """The default store: `.openagents/memory/reflections.jsonl`, safe across processes.
-
-    The API is synchronous: appends and incremental reads are short, so async callers
-    may call it directly. One instance may be shared by threads.
+class JsonlFile:
+    """One JSONL file shared by processes, as the store sees it: the sidecar lock every
+    write takes, the descriptors, the incremental index of its attempt records, and the
+    lines it skips (each logged once). `JsonlReflectionStore` is the store built on it.
     """
 
     def __init__(self, path: Path) -> None:
@@ -543,11 +546,6 @@ class JsonlReflectionStore:
         # Records recent() found invalid without the index: (file identity, offset, subtask).
         self._invalid_at: set[tuple[tuple[int, int], int, str]] = set()
         self._reset()
-
-    @classmethod
-    def for_project(cls, project_dir: Path) -> JsonlReflectionStore:
-        """The store of a project: `<project>/.openagents/memory/reflections.jsonl`."""
-        return cls(Path(project_dir) / REFLECTIONS_PATH)
 
     @property
     def location(self) -> str:
@@ -568,27 +566,23 @@ class JsonlReflectionStore:
             self._handles.close()
             self._reset()
 
-    def __enter__(self) -> JsonlReflectionStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __repr__(self) -> str:
-        return f"JsonlReflectionStore({str(self._path)!r})"
-
     # -- writing ----------------------------------------------------------------
 
-    def append(self, reflection: Reflection) -> None:
-        line = reflection.to_json_line()
-        with self._mutex:
-            lock_fd = self._lock_fd()
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            try:
-                identity, start = self._write_line(line)
-            finally:
-                fcntl.flock(lock_fd, fcntl.LOCK_UN)
-            self._index_own_line(identity, start, len(line), reflection.subtask_id)
+    @contextmanager
+    def _flocked(self) -> Iterator[None]:
+        """The sidecar lock, held exclusively (caller holds the mutex)."""
+        lock_fd = self._lock_fd()
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
 
     def _lock_fd(self) -> int:
         """The sidecar lock's descriptor, opened per process so that a fork locks its own."""
@@ -628,129 +622,6 @@ class JsonlReflectionStore:
         self._add(sid, start, start + size - 1)
         self._end = start + size
         self._lines += 1
-
-    # -- reading ----------------------------------------------------------------
-
-    def recent(self, subtask_id: str, limit: int = 3) -> list[Reflection]:
-        if limit <= 0:
-            return []
-        with self._mutex:
-            try:
-                st = os.stat(self._path)
-            except FileNotFoundError:
-                return []
-            if self._identity == (st.st_dev, st.st_ino) and st.st_size >= self._end:
-                return self._recent_indexed(subtask_id, limit)  # count/iterate built it
-            fd = open_for_reading(self._path)
-            if fd is None:
-                return []
-            try:
-                return self._recent_backwards(fd, subtask_id, limit)
-            finally:
-                os.close(fd)
-
-    def _recent_indexed(self, subtask_id: str, limit: int) -> list[Reflection]:
-        """recent() from the index, brought up to date first (caller holds the mutex)."""
-        self._refresh()
-        ranges, fd = self._index.get(subtask_id), self._handles.read_fd
-        if not ranges or fd is None:
-            return []
-        found: list[Reflection] = []
-        for i in range(len(ranges) - 2, -1, -2):  # newest last in the file: walk back
-            start, end = ranges[i], ranges[i + 1]
-            record = self._materialize(os.pread(fd, end - start, start), start)
-            if record is None:
-                del ranges[i : i + 2]  # only entries before i remain to visit
-                self._count -= 1
-                continue
-            found.append(record)
-            if len(found) == limit:
-                break
-        return found
-
-    def _recent_backwards(self, fd: int, subtask_id: str, limit: int) -> list[Reflection]:
-        """recent() without the index: fd read from its end until `limit` records are found.
-
-        Only lines that can name the subtask are parsed (`_candidates`). Bytes after the
-        last `\\n` are left alone, as the index leaves them (maybe a write in progress).
-        """
-        st = os.fstat(fd)
-        identity = (st.st_dev, st.st_ino)
-        try:
-            needle: bytes | None = orjson.dumps(subtask_id)
-        except orjson.JSONEncodeError:
-            needle = None  # cannot be written as JSON: look at every line all the same
-        found: list[Reflection] = []
-        for base, region in _regions_backwards(fd, st.st_size):
-            for start, line in _candidates(region, needle):
-                obj = _load(line)
-                if not _is_record(obj):
-                    if line.strip() and not _is_ours(obj):
-                        self._report_unread(line, base + start, _why_not_record(obj))
-                    continue
-                if obj["subtaskId"] != subtask_id:
-                    continue
-                try:
-                    record = Reflection.model_validate(obj)
-                except ValidationError as exc:
-                    self._report_invalid(line, base + start, exc)
-                    self._invalid_at.add((identity, base + start, subtask_id))
-                    if identity == self._identity:
-                        self._forget(subtask_id, base + start)
-                    continue
-                found.append(record)
-                if len(found) == limit:
-                    return found
-        return found
-
-    def iterate(self) -> Iterator[Reflection]:
-        with self._mutex:
-            self._refresh()
-            if self._handles.read_fd is None:
-                return
-            # Our own descriptor, so a rebuild of the index mid-iteration cannot close it.
-            fd, end, identity = os.dup(self._handles.read_fd), self._end, self._identity
-        try:
-            for pos, lines in _line_batches(fd, 0, end):
-                for line in lines:
-                    record = self._iterate_one(line, pos, identity)
-                    pos += len(line) + 1
-                    if record is not None:
-                        yield record
-        finally:
-            os.close(fd)
-
-    def _iterate_one(
-        self, line: bytes, pos: int, identity: tuple[int, int] | None
-    ) -> Reflection | None:
-        obj = _load(line)
-        if not _is_record(obj):
-            return None  # reported when the index read it
-        try:
-            return Reflection.model_validate(obj)
-        except ValidationError as exc:
-            with self._mutex:
-                self._report_invalid(line, pos, exc)
-                if identity == self._identity:
-                    self._forget(obj["subtaskId"], pos)
-            return None
-
-    def count(self) -> int:
-        """Records that parse and carry every required key.
-
-        A record whose values fail validation is counted until `recent` or `iterate`
-        meets it, skips it and reports it.
-        """
-        with self._mutex:
-            self._refresh()
-            return self._count
-
-    def _materialize(self, line: bytes, start: int) -> Reflection | None:
-        try:
-            return Reflection.from_json_line(line)
-        except ValueError as exc:  # orjson and pydantic errors are both ValueErrors
-            self._report_invalid(line, start, exc)
-            return None
 
     # -- the incremental index --------------------------------------------------
 
@@ -844,6 +715,30 @@ class JsonlReflectionStore:
                 self._count -= 1
                 return
 
+    # -- a record as read: validated, or skipped and reported ----------------------
+
+    def _materialize(self, line: bytes, start: int) -> Reflection | None:
+        try:
+            return Reflection.from_json_line(line)
+        except ValueError as exc:  # orjson and pydantic errors are both ValueErrors
+            self._report_invalid(line, start, exc)
+            return None
+
+    def _iterate_one(
+        self, line: bytes, pos: int, identity: tuple[int, int] | None
+    ) -> Reflection | None:
+        obj = _load(line)
+        if not _is_record(obj):
+            return None  # reported when the index read it
+        try:
+            return Reflection.model_validate(obj)
+        except ValidationError as exc:
+            with self._mutex:
+                self._report_invalid(line, pos, exc)
+                if identity == self._identity:
+                    self._forget(obj["subtaskId"], pos)
+            return None
+
     # -- reporting skipped lines once -------------------------------------------
 
     def _report_line(self, line: bytes, line_no: int, start: int, reason: str) -> None:
@@ -874,6 +769,130 @@ class JsonlReflectionStore:
         self._reported.add(key)
         log.warning("%s: skipping the record at byte %d: %s", self._path, start, describe_invalid(exc))
 
+
+class JsonlReflectionStore(JsonlFile):
+    """The default store: `.openagents/memory/reflections.jsonl`, safe across processes.
+
+    The API is synchronous: appends and incremental reads are short, so async callers
+    may call it directly. One instance may be shared by threads.
+    """
+
+    @classmethod
+    def for_project(cls, project_dir: Path) -> JsonlReflectionStore:
+        """The store of a project: `<project>/.openagents/memory/reflections.jsonl`."""
+        return cls(Path(project_dir) / REFLECTIONS_PATH)
+
+    def __repr__(self) -> str:
+        return f"JsonlReflectionStore({str(self._path)!r})"
+
+    def append(self, reflection: Reflection) -> None:
+        line = reflection.to_json_line()
+        with self._mutex:
+            with self._flocked():
+                identity, start = self._write_line(line)
+            self._index_own_line(identity, start, len(line), reflection.subtask_id)
+
+    # -- reading ----------------------------------------------------------------
+
+    def recent(self, subtask_id: str, limit: int = 3) -> list[Reflection]:
+        if limit <= 0:
+            return []
+        with self._mutex:
+            try:
+                st = os.stat(self._path)
+            except FileNotFoundError:
+                return []
+            if self._identity == (st.st_dev, st.st_ino) and st.st_size >= self._end:
+                return self._recent_indexed(subtask_id, limit)  # count/iterate built it
+            fd = open_for_reading(self._path)
+            if fd is None:
+                return []
+            try:
+                return self._recent_backwards(fd, subtask_id, limit)
+            finally:
+                os.close(fd)
+
+    def _recent_indexed(self, subtask_id: str, limit: int) -> list[Reflection]:
+        """recent() from the index, brought up to date first (caller holds the mutex)."""
+        self._refresh()
+        ranges, fd = self._index.get(subtask_id), self._handles.read_fd
+        if not ranges or fd is None:
+            return []
+        found: list[Reflection] = []
+        for i in range(len(ranges) - 2, -1, -2):  # newest last in the file: walk back
+            start, end = ranges[i], ranges[i + 1]
+            record = self._materialize(os.pread(fd, end - start, start), start)
+            if record is None:
+                del ranges[i : i + 2]  # only entries before i remain to visit
+                self._count -= 1
+                continue
+            found.append(record)
+            if len(found) == limit:
+                break
+        return found
+
+    def _recent_backwards(self, fd: int, subtask_id: str, limit: int) -> list[Reflection]:
+        """recent() without the index: fd read from its end until `limit` records are found.
+
+        Only lines that can name the subtask are parsed (`_candidates`). Bytes after the
+        last `\\n` are left alone, as the index leaves them (maybe a write in progress).
+        """
+        st = os.fstat(fd)
+        identity = (st.st_dev, st.st_ino)
+        try:
+            needle: bytes | None = orjson.dumps(subtask_id)
+        except orjson.JSONEncodeError:
+            needle = None  # cannot be written as JSON: look at every line all the same
+        found: list[Reflection] = []
+        for base, region in _regions_backwards(fd, st.st_size):
+            for start, line in _candidates(region, needle):
+                obj = _load(line)
+                if not _is_record(obj):
+                    if line.strip() and not _is_ours(obj):
+                        self._report_unread(line, base + start, _why_not_record(obj))
+                    continue
+                if obj["subtaskId"] != subtask_id:
+                    continue
+                try:
+                    record = Reflection.model_validate(obj)
+                except ValidationError as exc:
+                    self._report_invalid(line, base + start, exc)
+                    self._invalid_at.add((identity, base + start, subtask_id))
+                    if identity == self._identity:
+                        self._forget(subtask_id, base + start)
+                    continue
+                found.append(record)
+                if len(found) == limit:
+                    return found
+        return found
+
+    def iterate(self) -> Iterator[Reflection]:
+        with self._mutex:
+            self._refresh()
+            if self._handles.read_fd is None:
+                return
+            # Our own descriptor, so a rebuild of the index mid-iteration cannot close it.
+            fd, end, identity = os.dup(self._handles.read_fd), self._end, self._identity
+        try:
+            for pos, lines in _line_batches(fd, 0, end):
+                for line in lines:
+                    record = self._iterate_one(line, pos, identity)
+                    pos += len(line) + 1
+                    if record is not None:
+                        yield record
+        finally:
+            os.close(fd)
+
+    def count(self) -> int:
+        """Records that parse and carry every required key.
+
+        A record whose values fail validation is counted until `recent` or `iterate`
+        meets it, skips it and reports it.
+        """
+        with self._mutex:
+            self._refresh()
+            return self._count
+
     # -- moving records out -----------------------------------------------------
 
     @property
@@ -895,12 +914,8 @@ class JsonlReflectionStore:
         with self._mutex:
             if not self._path.exists():
                 return 0
-            lock_fd = self._lock_fd()
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            try:
+            with self._flocked():
                 return self._rewrite_moving(select)
-            finally:
-                fcntl.flock(lock_fd, fcntl.LOCK_UN)
 
     def _rewrite_moving(self, select: Select) -> int:
         """Replace the file by one without the selected lines (caller holds the lock)."""
@@ -918,7 +933,7 @@ class JsonlReflectionStore:
                     out.flush()
                     os.fchmod(out.fileno(), st.st_mode & 0o7777)
                     os.fsync(out.fileno())
-                self._archive(moving)  # before the rename: never in neither place
+                self._years.append(moving)  # before the rename: never in neither place
                 if changed:
                     os.replace(tmp, self._path)
                     _fsync_dir(self._path.parent)
@@ -930,12 +945,9 @@ class JsonlReflectionStore:
             os.close(src)
         return len(moving)
 
-    def _archive(self, lines: list[bytes]) -> None:
-        by_year: dict[int, list[bytes]] = {}
-        for line in lines:
-            by_year.setdefault(_year_of(orjson.loads(line)), []).append(line)
-        for year, batch in sorted(by_year.items()):
-            _append_durably(self.archive_dir / f"reflections-{year}.jsonl", batch)
+    @property
+    def _years(self) -> YearlyArchive:
+        return YearlyArchive(self.archive_dir)
 
     # -- raw records, for copying a memory (reflection/migrate.py) ---------------
 
@@ -943,21 +955,9 @@ class JsonlReflectionStore:
         """Every line of the archive (oldest year first), then of the file, parsed:
         (body, archived). The body is None for a line that is no record (`record_kind`);
         blank lines are passed over."""
-        for path in sorted(self.archive_dir.glob("reflections-*.jsonl")):
-            yield from self._raw_lines(path, archived=True)
-        yield from self._raw_lines(self._path, archived=False)
-
-    @staticmethod
-    def _raw_lines(path: Path, *, archived: bool) -> Iterator[tuple[dict[str, Any] | None, bool]]:
-        try:
-            handle = path.open("rb")
-        except FileNotFoundError:
-            return
-        with handle:
-            for line in handle:
-                if line.strip():
-                    obj = _load(line)
-                    yield (obj if record_kind(obj) else None), archived
+        for path in self._years.paths():
+            yield from _raw_lines(path, archived=True)
+        yield from _raw_lines(self._path, archived=False)
 
     def add_raw(self, records: Iterable[tuple[dict[str, Any], bool]]) -> int:
         """Append every (body, archived) record whose id neither the file nor the archive
@@ -982,29 +982,19 @@ class JsonlReflectionStore:
 
     def _put_raw(self, live: list[bytes], archived: list[bytes]) -> None:
         if archived:
-            self._archive(archived)
+            self._years.append(archived)
         if live:
             data = b"".join(line + b"\n" for line in live)
-            with self._mutex:
-                lock_fd = self._lock_fd()
-                fcntl.flock(lock_fd, fcntl.LOCK_EX)
-                try:
-                    self._write_line(data)  # the index reads them on its next refresh
-                finally:
-                    fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            with self._mutex, self._flocked():
+                self._write_line(data)  # the index reads them on its next refresh
 
     # -- outcome records --------------------------------------------------------
 
     def append_outcome(self, record: OutcomeReflection) -> None:
         """Store one outcome record: the same lock and single write as `append`."""
         line = record.to_json_line()
-        with self._mutex:
-            lock_fd = self._lock_fd()
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            try:
-                self._write_line(line)  # the index reads it on its next refresh, and skips it
-            finally:
-                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        with self._mutex, self._flocked():
+            self._write_line(line)  # the index reads it on its next refresh, and skips it
 
     def outcomes(self) -> list[OutcomeReflection]:
         """Every outcome record, in file order; one that fails validation is skipped and logged."""
@@ -1037,18 +1027,7 @@ class JsonlReflectionStore:
     def archived_outcomes(self) -> list[OutcomeReflection]:
         """The outcome records of `archive/reflections-<year>.jsonl`, oldest year first, each
         id once (a move cut short by a kill and redone may have archived a record twice)."""
-        from reflection.outcome import OutcomeReflection
-
-        found: dict[str, OutcomeReflection] = {}
-        for line in self._archived_lines():
-            obj = _load(line)
-            if _is_ours(obj):
-                try:
-                    record = OutcomeReflection.model_validate(obj)
-                except ValidationError:
-                    continue
-                found.setdefault(record.id, record)
-        return list(found.values())
+        return self._years.outcomes()
 
     def find(self, record_id: str) -> dict[str, Any] | None:
         """Any record with this id, live first, then archived; its JSON object as stored."""
@@ -1056,25 +1035,14 @@ class JsonlReflectionStore:
         whole = _read_whole(self._path)
         for chunk in [whole] if whole is not None else []:
             for line in chunk.splitlines():
-                body = self._with_id(line, needle, record_id)
+                body = _with_id(line, needle, record_id)
                 if body is not None:
                     return body
-        for line in self._archived_lines():
-            body = self._with_id(line, needle, record_id)
+        for line in self._years.lines():
+            body = _with_id(line, needle, record_id)
             if body is not None:
                 return body
         return None
-
-    @staticmethod
-    def _with_id(line: bytes, needle: bytes, record_id: str) -> dict[str, Any] | None:
-        if needle not in line:
-            return None  # cheap: most lines are other records
-        obj = _load(line)
-        return obj if type(obj) is dict and obj.get("id") == record_id else None
-
-    def _archived_lines(self) -> Iterator[bytes]:
-        for path in sorted(self.archive_dir.glob("reflections-*.jsonl")):
-            yield from (_read_whole(path) or b"").splitlines()
 
     def _outcome_at(self, line: bytes, pos: int) -> OutcomeReflection | None:
         if OUTCOME_KIND.encode() not in line:
@@ -1096,3 +1064,61 @@ class JsonlReflectionStore:
             with self._mutex:
                 self._report_invalid(line, pos, exc)
             return None
+
+
+class YearlyArchive:
+    """`<memory>/archive/reflections-<year>.jsonl`: where records that leave the file go,
+    by the year they were created."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def paths(self) -> list[Path]:
+        """The yearly files, oldest year first."""
+        return sorted(self.folder.glob("reflections-*.jsonl"))
+
+    def append(self, lines: list[bytes]) -> None:
+        """Each line to its year's file, appended and fsynced."""
+        by_year: dict[int, list[bytes]] = {}
+        for line in lines:
+            by_year.setdefault(_year_of(orjson.loads(line)), []).append(line)
+        for year, batch in sorted(by_year.items()):
+            _append_durably(self.folder / f"reflections-{year}.jsonl", batch)
+
+    def lines(self) -> Iterator[bytes]:
+        for path in self.paths():
+            yield from (_read_whole(path) or b"").splitlines()
+
+    def outcomes(self) -> list[OutcomeReflection]:
+        """Its outcome records, each id once, oldest year first."""
+        from reflection.outcome import OutcomeReflection
+
+        found: dict[str, OutcomeReflection] = {}
+        for line in self.lines():
+            obj = _load(line)
+            if _is_ours(obj):
+                try:
+                    record = OutcomeReflection.model_validate(obj)
+                except ValidationError:
+                    continue
+                found.setdefault(record.id, record)
+        return list(found.values())
+
+
+def _raw_lines(path: Path, *, archived: bool) -> Iterator[tuple[dict[str, Any] | None, bool]]:
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:
+            if line.strip():
+                obj = _load(line)
+                yield (obj if record_kind(obj) else None), archived
+
+
+def _with_id(line: bytes, needle: bytes, record_id: str) -> dict[str, Any] | None:
+    if needle not in line:
+        return None  # cheap: most lines are other records
+    obj = _load(line)
+    return obj if type(obj) is dict and obj.get("id") == record_id else None
