@@ -226,28 +226,52 @@ def pct(values: list[float], q: float) -> float:
 
 def bench_rank(tmp: Path, sizes: list[int], count: int, seed: int) -> list:
     """Times ranking per size; returns the ranked lists of the largest size (for the prompt part)."""
+    indexes = {size: built_index(tmp, size, seed) for size in sizes}
+    queries = synthetic_queries(count, seed)
+    times, results = timed_queries(indexes, sizes, queries)
+    if len(sizes) > 1:
+        small, big = sizes[0], sizes[-1]
+        ratios = [b / a for a, b in zip(times[small], times[big])]
+        print(f"rank: per-query ratio {big:,} vs {small:,} lessons: median {statistics.median(ratios):.2f}, "
+              f"p99 {pct(ratios, 0.99):.2f}")
+    # Does a query carrying a known signature get a lesson with that signature first?
+    biggest = sizes[-1]
+    with_sig = [(q, r) for q, r in zip(queries, results[biggest]) if q.error_signatures]
+    top_sig = sum(bool(r) and r[0].lesson.error_signature in q.error_signatures for q, r in with_sig)
+    print(f"rank: of the {len(with_sig)} queries carrying a known error signature, {top_sig} got a lesson "
+          f"with that signature first ({biggest:,} lessons)")
+    pitfall_probes(indexes, sizes)
+    for index in indexes.values():
+        index.close()
+    return [results[size] for size in sizes]
+
+
+def built_index(tmp: Path, size: int, seed: int):
+    """A memory of `size` lessons and its index, built and queried once (untimed)."""
     from reflection.lesson_index import LessonIndex
     from reflection.lessons import LessonQuery
 
-    indexes = {}
-    for size in sizes:
-        memory = tmp / f"memory-{size}"
-        start = time.perf_counter()
-        nbytes = write_memory(memory, size, seed)
-        written = time.perf_counter() - start
-        index = LessonIndex(memory)
-        start = time.perf_counter()
-        index.sync()
-        built = time.perf_counter() - start
-        db = sum(p.stat().st_size for p in memory.glob("lessons.sqlite*"))  # the WAL too
-        start = time.perf_counter()
-        index.rank(LessonQuery(text="warm-up: the first query after the build"), limit=3)
-        cold = time.perf_counter() - start
-        print(f"rank: {size:,} lessons, reflections.jsonl {nbytes / 2**20:.1f} MiB (written in {written:.1f} s); "
-              f"first build (sync) {built * 1000:.0f} ms, lessons.sqlite(+wal) {db / 2**20:.1f} MiB; "
-              f"first query (untimed below) {cold * 1000:.1f} ms")
-        indexes[size] = index
-    queries = synthetic_queries(count, seed)
+    memory = tmp / f"memory-{size}"
+    start = time.perf_counter()
+    nbytes = write_memory(memory, size, seed)
+    written = time.perf_counter() - start
+    index = LessonIndex(memory)
+    start = time.perf_counter()
+    index.sync()
+    built = time.perf_counter() - start
+    db = sum(p.stat().st_size for p in memory.glob("lessons.sqlite*"))  # the WAL too
+    start = time.perf_counter()
+    index.rank(LessonQuery(text="warm-up: the first query after the build"), limit=3)
+    cold = time.perf_counter() - start
+    print(f"rank: {size:,} lessons, reflections.jsonl {nbytes / 2**20:.1f} MiB (written in {written:.1f} s); "
+          f"first build (sync) {built * 1000:.0f} ms, lessons.sqlite(+wal) {db / 2**20:.1f} MiB; "
+          f"first query (untimed below) {cold * 1000:.1f} ms")
+    return index
+
+
+def timed_queries(indexes: dict, sizes: list[int], queries: list) -> tuple[dict[int, list[float]], dict[int, list]]:
+    """Each query on every index, in alternating order; the times and the ranked lists per size."""
+    count = len(queries)
     times: dict[int, list[float]] = {size: [] for size in sizes}
     results: dict[int, list] = {size: [] for size in sizes}
     found: dict[int, int] = {size: 0 for size in sizes}
@@ -265,17 +289,12 @@ def bench_rank(tmp: Path, sizes: list[int], count: int, seed: int) -> list:
         print(f"rank: {size:,} lessons, {count} queries (limit 3): median {statistics.median(t):.2f} ms, "
               f"p99 {pct(t, 0.99):.2f} ms, max {max(t):.2f} ms (query #{t.index(max(t))}); "
               f"{found[size]} of {count} found a lesson")
-    if len(sizes) > 1:
-        small, big = sizes[0], sizes[-1]
-        ratios = [b / a for a, b in zip(times[small], times[big])]
-        print(f"rank: per-query ratio {big:,} vs {small:,} lessons: median {statistics.median(ratios):.2f}, "
-              f"p99 {pct(ratios, 0.99):.2f}")
-    # Does a query carrying a known signature get a lesson with that signature first?
-    biggest = sizes[-1]
-    with_sig = [(q, r) for q, r in zip(queries, results[biggest]) if q.error_signatures]
-    top_sig = sum(bool(r) and r[0].lesson.error_signature in q.error_signatures for q, r in with_sig)
-    print(f"rank: of the {len(with_sig)} queries carrying a known error signature, {top_sig} got a lesson "
-          f"with that signature first ({biggest:,} lessons)")
+    return times, results
+
+
+def pitfall_probes(indexes: dict, sizes: list[int]) -> None:
+    from reflection.lessons import LessonQuery
+
     # The backlog's pitfall (whitespace) among many lessons: found by a task that names it, and by one that does not?
     strip_rule = PITFALLS[0][2]
     named = ("Handle padded input in normalize_usernames\nnormalize_usernames() in src/users/usernames.py "
@@ -290,9 +309,6 @@ def bench_rank(tmp: Path, sizes: list[int], count: int, seed: int) -> list:
             hits.append(f"{sum(r.lesson.rule == strip_rule for r in ranked)} of {len(ranked)} at {size:,}")
         print(f"rank: a users task that {what}: whitespace-pitfall lessons in its top 3: {', '.join(hits)} "
               f"(1 in {len(PITFALLS)} lessons is one)")
-    for index in indexes.values():
-        index.close()
-    return [results[size] for size in sizes]
 
 
 def bench_prompt(tmp: Path, sizes: list[int], ranked_per_size: list, rules: int) -> None:
@@ -418,6 +434,14 @@ def bench_backlog(tmp: Path, tasks: int) -> None:
     tasks = min(tasks, len(NAMES))
     copies = {"on": backlog_with_pitfall(tmp / "lessons-on", tasks, True),
               "off": backlog_with_pitfall(tmp / "lessons-off", tasks, False)}
+    run_backlogs(copies, tasks)
+    counts = {name: call_counts(events(repo), tasks) for name, repo in copies.items()}
+    report_savings(counts)
+    report_provenance(counts["on"][4], counts["off"][4], tasks)
+
+
+def run_backlogs(copies: dict[str, Path], tasks: int) -> None:
+    """Each task of both copies, the copies taking turns to go first."""
     codes: dict[str, list[int]] = {"on": [], "off": []}
     start = time.perf_counter()
     for n in range(tasks):
@@ -425,20 +449,24 @@ def bench_backlog(tmp: Path, tasks: int) -> None:
             codes[name].append(one_task(copies[name]))
     print(f"backlog: {tasks} tasks x 2 copies ran in {time.perf_counter() - start:.1f} s; exit codes "
           f"on {codes['on']}, off {codes['off']}")
-    counts = {}
-    for name, repo in copies.items():
-        log = events(repo)
-        ids = [f"T-{n}" for n in range(1, tasks + 1)]
-        # model_call events carry no taskId: each do-one-task run (runId) is one task
-        run_task = {e["runId"]: e["taskId"] for e in log if e["event"] == "task_started"}
-        for e in log:
-            if e["event"] == "model_call" and "taskId" not in e:
-                e["taskId"] = run_task.get(e.get("runId"))
-        calls = {i: sum(e["event"] == "model_call" and e.get("taskId") == i for e in log) for i in ids}
-        attempts = {i: sum(e["event"] == "attempt_started" and e.get("taskId") == i for e in log) for i in ids}
-        untagged = sum(e["event"] == "model_call" and e.get("taskId") not in ids for e in log)
-        purposes = sorted({str(e.get("purpose")) for e in log if e["event"] == "model_call"})
-        counts[name] = (calls, attempts, untagged, purposes, log)
+
+
+def call_counts(log: list[dict], tasks: int) -> tuple[dict, dict, int, list[str], list[dict]]:
+    """(model calls per task, attempts per task, calls outside a task, purposes, the log)."""
+    ids = [f"T-{n}" for n in range(1, tasks + 1)]
+    # model_call events carry no taskId: each do-one-task run (runId) is one task
+    run_task = {e["runId"]: e["taskId"] for e in log if e["event"] == "task_started"}
+    for e in log:
+        if e["event"] == "model_call" and "taskId" not in e:
+            e["taskId"] = run_task.get(e.get("runId"))
+    calls = {i: sum(e["event"] == "model_call" and e.get("taskId") == i for e in log) for i in ids}
+    attempts = {i: sum(e["event"] == "attempt_started" and e.get("taskId") == i for e in log) for i in ids}
+    untagged = sum(e["event"] == "model_call" and e.get("taskId") not in ids for e in log)
+    purposes = sorted({str(e.get("purpose")) for e in log if e["event"] == "model_call"})
+    return calls, attempts, untagged, purposes, log
+
+
+def report_savings(counts: dict[str, tuple]) -> None:
     for name in ("on", "off"):
         calls, attempts, untagged, purposes, _ = counts[name]
         print(f"backlog: lessons {name:3}: model calls {sum(calls.values()) + untagged} "
@@ -450,8 +478,10 @@ def bench_backlog(tmp: Path, tasks: int) -> None:
     print(f"backlog: saving with lessons: model calls {off_calls - on_calls} of {off_calls} "
           f"({100 * (off_calls - on_calls) / off_calls:.0f}%), attempts {off_att - on_att} of {off_att} "
           f"({100 * (off_att - on_att) / off_att:.0f}%)")
-    # Where did the lessons come from?
-    log_on, log_off = counts["on"][4], counts["off"][4]
+
+
+def report_provenance(log_on: list[dict], log_off: list[dict], tasks: int) -> None:
+    """Where the lessons shown came from: only earlier tasks' outcome reflections."""
     injected = [e for e in log_on if e["event"] == "lessons_injected"]
     order = {f"T-{n}": n for n in range(1, tasks + 1)}
     outcome_ids = {e["id"]: e["taskId"] for e in log_on if e["event"] == "outcome_reflected"}
