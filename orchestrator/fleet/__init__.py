@@ -7,3 +7,6 @@ into the repository's base branch. One budget, one morning report, for the whole
 Optional: it needs the `postgres` extra, and nothing here is imported by a local run.
 docs/FLEET.md says how a team sets it up.
 """
+
+# Nothing is exported: the fleet is reached through its commands (orchestrator/commands/fleet.py).
+__all__: list[str] = []

@@ -9,8 +9,9 @@ Each name is imported when first asked for (PEP 562): a command that only needs
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from reflection.exports import lazy_exports
 
 if TYPE_CHECKING:
     from orchestrator.session.errors import (
@@ -36,13 +37,7 @@ _HOMES = {
     "ProjectSession": "orchestrator.session.project",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
-
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 __all__ = [
     "EXIT_BLOCKED",
