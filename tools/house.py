@@ -2,8 +2,13 @@
 """The shape of the code, from its own import graph: read by people and by tests.
 
     python3 tools/house.py          modules per folder, the longest class and function,
-                                    import circles and private names used across modules
+                                    import circles and private names used across modules,
+                                    and whatever breaks the limits below
 
+The limits keep each piece small enough to change safely: a class of at most
+MAX_CLASS_LINES lines, a function of at most MAX_FUNCTION_LINES, at most MAX_TOP_MODULES
+modules directly in orchestrator/ (the rest live in the folder of their concern), and an
+`__all__` in every package of the library (its public surface, said once).
 Only the standard library: it parses the sources, it imports nothing.
 """
 
@@ -17,6 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("orchestrator", "reflection", "bench")
+LIBRARY = ("orchestrator", "reflection")  # the installed packages: each says what it exports
+MAX_CLASS_LINES = 300
+MAX_FUNCTION_LINES = 60
+MAX_TOP_MODULES = 15
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @dataclass
@@ -110,14 +120,43 @@ def circles(found: dict[str, Module]) -> list[list[str]]:
     return groups
 
 
-def longest(found: dict[str, Module], kind: type) -> tuple[int, str]:
-    best = (0, "")
+def sizes(found: dict[str, Module], kind: type | tuple[type, ...]) -> list[tuple[int, str]]:
+    """(lines, module.name) of every class or function, longest first."""
+    found_sizes = []
     for module in found.values():
         for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
             if isinstance(node, kind):
-                lines = node.end_lineno - node.lineno + 1
-                best = max(best, (lines, f"{module.name}.{node.name}"))
-    return best
+                found_sizes.append((node.end_lineno - node.lineno + 1, f"{module.name}.{node.name}"))
+    return sorted(found_sizes, reverse=True)
+
+
+def longest(found: dict[str, Module], kind: type | tuple[type, ...]) -> tuple[int, str]:
+    return next(iter(sizes(found, kind)), (0, ""))
+
+
+def over(found: dict[str, Module], kind: type | tuple[type, ...], limit: int) -> list[tuple[int, str]]:
+    return [size for size in sizes(found, kind) if size[0] > limit]
+
+
+def top_modules(found: dict[str, Module], package: str = "orchestrator") -> list[str]:
+    """The modules directly in `package`'s folder (its __init__ not counted)."""
+    return sorted(m.name for m in found.values()
+                  if m.name.rpartition(".")[0] == package and m.path.name != "__init__.py")
+
+
+def without_all(found: dict[str, Module]) -> list[str]:
+    """The library's packages whose __init__ assigns no `__all__`."""
+    missing = []
+    for module in found.values():
+        if module.path.name != "__init__.py" or not module.name.startswith(LIBRARY):
+            continue
+        tree = ast.parse(module.path.read_text(encoding="utf-8"))
+        names = {target.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                 for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                 if isinstance(target, ast.Name)}
+        if "__all__" not in names:
+            missing.append(module.name)
+    return sorted(missing)
 
 
 def main() -> int:
@@ -128,9 +167,16 @@ def main() -> int:
         print(f"| `{folder}/` | {count} |")
     lines, name = longest(found, ast.ClassDef)
     print(f"\nlongest class: {name} ({lines} lines)")
-    functions = [longest(found, kind) for kind in (ast.FunctionDef, ast.AsyncFunctionDef)]
-    lines, name = max(functions)
+    lines, name = longest(found, FUNCTIONS)
     print(f"longest function: {name} ({lines} lines)")
+    print(f"modules directly in orchestrator/: {len(top_modules(found))} (at most {MAX_TOP_MODULES})")
+    for what, kind, limit in (("classes", ast.ClassDef, MAX_CLASS_LINES), ("functions", FUNCTIONS, MAX_FUNCTION_LINES)):
+        print(f"{what} over {limit} lines: {len(over(found, kind, limit))}")
+        for lines, name in over(found, kind, limit):
+            print(f"  {name} ({lines})")
+    print(f"packages without __all__: {len(without_all(found))}")
+    for name in without_all(found):
+        print(f"  {name}")
     groups = circles(found)
     print(f"import circles: {len(groups)}")
     for group in groups:
