@@ -152,7 +152,7 @@ class KilledRun:
             # Someone committed since: the killed agent, or the user after the crash. Whose
             # a commit is cannot be told for sure, and history is never rewritten on a guess.
             return
-        ours, theirs, unknown = killed_attempt(repo, subtask, journal)
+        _, theirs, unknown = killed_attempt(repo, subtask, journal)
         if unknown:
             raise UserError(
                 f"cannot tell whether the killed run of {task.id} or you removed {', '.join(unknown)}; "
