@@ -23,7 +23,6 @@ from orchestrator.git.bookkeeping import Pending
 from orchestrator.git.repo import OPENAGENTS, Repo, RepoError
 from orchestrator.layout import Layout
 from orchestrator.lock import AgentLock
-from orchestrator.loop.golden import GoldenLoop
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.processes import become_subreaper
 from orchestrator.recovery.killed_run import KilledRun
@@ -150,9 +149,6 @@ class ProjectSession:
     def base_model(self, name: str) -> ChatModel:
         return self.wiring.base_model(name)
 
-    def build_loop(self, task_meter: Meter, repo: Repo | None = None, limits: Sequence[Ledger] = ()) -> GoldenLoop:
-        return self.wiring.build_loop(task_meter, repo, limits)
-
     async def run_task(
         self,
         task: Task,
@@ -170,7 +166,7 @@ class ProjectSession:
         meter, started = Meter(), time.monotonic()
         if self.wiring.may_call_model(task):  # the import takes seconds: start it while the checks run
             preload_litellm()
-        loop = self.build_loop(meter, repo, limits)
+        loop = self.wiring.build_loop(meter, repo, limits)
         try:
             outcome = await loop.run_task(task)
         except BaseException as exc:
