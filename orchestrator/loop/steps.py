@@ -167,28 +167,28 @@ async def review(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgemen
     if gate is None or not s.changed:
         return judged.summary
     diff = await s.tree.diff()
-    review = a.review = await gate.review(task=task_text(s.task), diff=diff, waived=judged.outcome != "passed",
+    scored = a.review = await gate.review(task=task_text(s.task), diff=diff, waived=judged.outcome != "passed",
                                           tests_touched=s.judge.touches_tests(s.changed))
-    s.event("reviewed", attempt=a.number, threshold=settings.success_threshold, **review.as_event())
-    best = select_best([*s.passing, _version(a, review.evaluation)], "highest_score")
-    revise = (not review.evaluation.satisfactory and s.revisions < settings.revisions
+    s.event("reviewed", attempt=a.number, threshold=settings.success_threshold, **scored.as_event())
+    best = select_best([*s.passing, _version(a, scored.evaluation)], "highest_score")
+    revise = (not scored.evaluation.satisfactory and s.revisions < settings.revisions
               and a.number < s.max_attempts and best.iteration == a.number)
-    summary = f"{judged.summary}; review {review.score:.2f}"
+    summary = f"{judged.summary}; review {scored.score:.2f}"
     s.earlier.patches[a.number] = a.patch or ""
-    s.passing.append(_version(a, review.evaluation))
+    s.passing.append(_version(a, scored.evaluation))
     if best.iteration == a.number and not revise:
-        if not review.evaluation.satisfactory:  # kept, yet short of the bar: no revision is left
-            s.event("review_accepted_low", attempt=a.number, score=round(review.score, 4),
+        if not scored.evaluation.satisfactory:  # kept, yet short of the bar: no revision is left
+            s.event("review_accepted_low", attempt=a.number, score=round(scored.score, 4),
                     threshold=settings.success_threshold, why="no revision left")
         return summary
     s.record(a, "reviewed", summary, verdict, executed=executed)
     if not revise:
-        raise KeepBest(f"its review scored {review.score:.2f}, below attempt "
+        raise KeepBest(f"its review scored {scored.score:.2f}, below attempt "
                        f"{best.iteration}'s {best.evaluation.overall_score:.2f}")
     s.revisions += 1
-    s.start, s.next_applying = a.number, list(review.improvements)
-    s.last = LastAttempt(a.number, diff, "\n".join(review_block(review, settings.success_threshold)), reviewed=True)
-    s.event("revision_asked", attempt=a.number, score=round(review.score, 4), improvements=review.improvements)
+    s.start, s.next_applying = a.number, list(scored.improvements)
+    s.last = LastAttempt(a.number, diff, "\n".join(review_block(scored, settings.success_threshold)), reviewed=True)
+    s.event("revision_asked", attempt=a.number, score=round(scored.score, 4), improvements=scored.improvements)
     raise Retry
 
 
