@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentkit import agent_project, transcript
+from agentkit import environment_stop as stopped
 from model_server import ModelServer, ToolCall, Turn, Usage
 from offline import closed_port, loopback_only
 from programs import needs, program
-from projects import CALC, do_one_task, events_of, git, make_project, tasks_on_disk
+from projects import CALC, do_one_task, events_of, git, tasks_on_disk
 
 pytestmark = needs("claude-code")
 
@@ -45,19 +47,11 @@ def claude(claude_env: pytest.MonkeyPatch, model_server: ModelServer) -> ModelSe
 
 
 def project(repo: Path, **executor: Any) -> Path:
-    settings = {"executor": {"kind": "claude-code", "program": str(program("claude-code")), "timeoutSeconds": 120,
-                             **executor},
-                "reflexion": {"useLLM": False, "maxRetries": 1}}
-    return make_project(repo, [], config=settings)
+    return agent_project(repo, "claude-code", timeout_s=120, **executor)
 
 
 def read(path: str = "calc.py") -> ToolCall:
     return ToolCall("Read", {"file_path": path})
-
-
-def transcript(repo: Path, attempt: int = 1) -> str:
-    (path,) = (repo / ".openagents" / "history" / "T-1").glob(f"*.attempt-{attempt}.transcript.txt")
-    return path.read_text()
 
 
 def test_claude_code_edits_the_repository_and_what_it_reports_is_counted(
@@ -115,14 +109,7 @@ def test_a_run_its_turn_limit_stops_is_retried_with_its_own_words_never_the_comm
 
 
 def environment_stop(repo: Path, capsys: pytest.CaptureFixture[str], sentence: str) -> str:
-    """The task is blocked after one agent run that counted no model call; its words shown."""
-    assert do_one_task(repo) == 1
-    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
-    assert len(events_of(repo, "agent_run")) == 1 and events_of(repo, "model_call") == []
-    out = capsys.readouterr().out
-    assert f"claude-code: {sentence}" in out
-    assert not any(word in out for word in ARGV_WORDS)
-    return out
+    return stopped(repo, capsys, f"claude-code: {sentence}", ARGV_WORDS)
 
 
 def test_a_server_that_is_down_blocks_the_task_at_once(

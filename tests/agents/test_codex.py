@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentkit import agent_project, transcript
+from agentkit import environment_stop as stopped
 from model_server import ModelServer, ToolCall, Turn, Usage
 from offline import closed_port, loopback_only
 from programs import needs, program
-from projects import CALC, do_one_task, events_of, git, make_project, tasks_on_disk
+from projects import CALC, do_one_task, events_of, git, tasks_on_disk
 
 pytestmark = needs("codex")
 
@@ -69,9 +71,7 @@ def codex(codex_home: Path, model_server: ModelServer) -> ModelServer:
 
 
 def project(repo: Path, **executor: Any) -> Path:
-    settings = {"executor": {"kind": "codex", "program": str(program("codex")), "timeoutSeconds": 120, **executor},
-                "reflexion": {"useLLM": False, "maxRetries": 1}}
-    return make_project(repo, [], config=settings)
+    return agent_project(repo, "codex", timeout_s=120, **executor)
 
 
 def shell(command: str) -> ToolCall:
@@ -82,11 +82,6 @@ def patch(old: str, new: str) -> ToolCall:
     """Codex's own patch format, through its shell: it applies the patch itself."""
     body = f"*** Begin Patch\n*** Update File: calc.py\n@@ def add(a, b):\n-    {old}\n+    {new}\n*** End Patch"
     return shell(f"apply_patch <<'EOF'\n{body}\nEOF\n")
-
-
-def transcript(repo: Path, attempt: int = 1) -> str:
-    (path,) = (repo / ".openagents" / "history" / "T-1").glob(f"*.attempt-{attempt}.transcript.txt")
-    return path.read_text()
 
 
 def test_codex_edits_the_repository_its_tokens_are_counted_and_its_cost_is_unknown(
@@ -139,14 +134,7 @@ def test_a_run_that_fails_after_a_wrong_edit_is_retried_with_its_own_words_never
 
 
 def environment_stop(repo: Path, capsys: pytest.CaptureFixture[str], sentence: str) -> str:
-    """The task is blocked after one agent run that counted no model call; its words shown."""
-    assert do_one_task(repo) == 1
-    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
-    assert len(events_of(repo, "agent_run")) == 1 and events_of(repo, "model_call") == []
-    out = capsys.readouterr().out
-    assert f"codex: {sentence}" in out
-    assert not any(word in out for word in ARGV_WORDS)
-    return out
+    return stopped(repo, capsys, f"codex: {sentence}", ARGV_WORDS)
 
 
 def test_a_server_that_is_down_blocks_the_task_at_once(

@@ -6,14 +6,15 @@ what it did is read from the trajectory it saves.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agentkit import agent_project, transcript
 from model_server import ModelServer, ToolCall, Turn, Usage
+from offline import closed_port
 from programs import needs, program
-from projects import CALC, do_one_task, events_of, git, make_project, tasks_on_disk
+from projects import CALC, do_one_task, events_of, git, tasks_on_disk
 
 pytestmark = needs("mini-swe-agent")
 
@@ -42,21 +43,7 @@ def mini_env(model_server: ModelServer, monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 def project(repo: Path, **executor: Any) -> Path:
-    settings = {"executor": {"kind": "mini-swe-agent", "program": str(program("mini-swe-agent")),
-                             "agentModel": "openai/scripted", "timeoutSeconds": 300, **executor},
-                "reflexion": {"useLLM": False, "maxRetries": 1}}
-    return make_project(repo, [], config=settings)
-
-
-def transcript(repo: Path, attempt: int = 1) -> str:
-    (path,) = (repo / ".openagents" / "history" / "T-1").glob(f"*.attempt-{attempt}.transcript.txt")
-    return path.read_text()
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return agent_project(repo, "mini-swe-agent", **{"agentModel": "openai/scripted", **executor})
 
 
 def test_mini_fixes_the_repository_and_its_trajectorys_tokens_are_counted_with_the_cost_unknown(

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentkit import agent_project, transcript
 from model_server import ModelServer, ToolCall, Turn, Usage
 from offline import closed_port, loopback_only
 from programs import needs, program
-from projects import CALC, do_one_task, events_of, git, make_project, tasks_on_disk
+from projects import CALC, do_one_task, events_of, git, tasks_on_disk
 
 pytestmark = needs("openhands")
 
@@ -43,10 +44,7 @@ def openhands_home(tmp_path: Path, model_server: ModelServer, monkeypatch: pytes
 
 
 def project(repo: Path, model: str = "openai/scripted") -> Path:
-    settings = {"executor": {"kind": "openhands", "program": str(program("openhands")), "agentModel": model,
-                             "timeoutSeconds": 300},
-                "reflexion": {"useLLM": False, "maxRetries": 1}}
-    return make_project(repo, [], config=settings)
+    return agent_project(repo, "openhands", agentModel=model)
 
 
 def fix_add(repo: Path, usage: list[Usage]) -> list[Turn]:
@@ -62,11 +60,6 @@ def fix_add(repo: Path, usage: list[Usage]) -> list[Turn]:
 
 def saved_state(home: Path, conversation: str) -> dict[str, Any]:
     return json.loads((home / ".openhands" / "conversations" / conversation / "base_state.json").read_text())
-
-
-def transcript(repo: Path, attempt: int = 1) -> str:
-    (path,) = (repo / ".openagents" / "history" / "T-1").glob(f"*.attempt-{attempt}.transcript.txt")
-    return path.read_text()
 
 
 def test_openhands_tool_calls_fix_the_repository_and_its_tokens_and_cost_are_counted(

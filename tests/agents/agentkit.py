@@ -1,0 +1,36 @@
+"""What every real agent's tests share: a project that runs the agent, its transcript,
+and the look of a task the environment stopped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from programs import program
+from projects import do_one_task, events_of, make_project, tasks_on_disk
+
+
+def agent_project(repo: Path, kind: str, timeout_s: float = 300, **executor: Any) -> Path:
+    """calc.py with its failing test, driven by the installed agent `kind`, one retry."""
+    settings = {"executor": {"kind": kind, "program": str(program(kind)), "timeoutSeconds": timeout_s, **executor},
+                "reflexion": {"useLLM": False, "maxRetries": 1}}
+    return make_project(repo, [], config=settings)
+
+
+def transcript(repo: Path, attempt: int = 1) -> str:
+    """The transcript kept beside the attempt in history/."""
+    (path,) = (repo / ".openagents" / "history" / "T-1").glob(f"*.attempt-{attempt}.transcript.txt")
+    return path.read_text()
+
+
+def environment_stop(repo: Path, capsys: pytest.CaptureFixture[str], said: str, argv_words: tuple[str, ...]) -> str:
+    """The task is blocked after one agent run that counted no model call, the agent's own
+    words (`said`) shown, its command line not."""
+    assert do_one_task(repo) == 1
+    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+    assert len(events_of(repo, "agent_run")) == 1 and events_of(repo, "model_call") == []
+    out = capsys.readouterr().out
+    assert said in out
+    assert not any(word in out for word in argv_words)
+    return out
