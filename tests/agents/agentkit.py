@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from programs import program
-from projects import do_one_task, events_of, make_project, tasks_on_disk
+from projects import CALC, do_one_task, events_of, make_project, tasks_on_disk
 
 
 def agent_project(repo: Path, kind: str, timeout_s: float = 300, **executor: Any) -> Path:
@@ -34,3 +34,17 @@ def environment_stop(repo: Path, capsys: pytest.CaptureFixture[str], said: str, 
     assert said in out
     assert not any(word in out for word in argv_words)
     return out
+
+
+def nothing_done_blocks(repo: Path) -> None:
+    """An agent that ends its run as done without a change: the checks judge the untouched
+    tree once, the retry's same (empty) change is counted without another test run, and
+    the task is blocked, never closed."""
+    assert do_one_task(repo) == 1
+    (verdict,) = events_of(repo, "verdict")
+    assert (verdict["outcome"], verdict["filesChanged"]) == ("failed", [])
+    assert [e["action"] for e in events_of(repo, "repeat")][-1] == "counted as a failed attempt"
+    blocked = tasks_on_disk(repo)["T-1"]
+    assert blocked["status"] == "blocked"
+    assert blocked["closeReason"].startswith("2 test(s) that failed before the task still fail, so it is not done")
+    assert (repo / "calc.py").read_text() == CALC

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentkit import agent_project, transcript
+from agentkit import agent_project, nothing_done_blocks, transcript
 from agentkit import environment_stop as stopped
 from model_server import ModelServer, ToolCall, Turn, Usage
 from offline import closed_port, loopback_only
@@ -138,3 +138,10 @@ def test_no_login_at_all_blocks_the_task_at_once(
 
     environment_stop(project(git_repo), capsys, "Not logged in · Please run /login")
     assert model_server.model_requests() == []
+
+
+def test_an_empty_reply_from_the_model_changes_nothing_and_the_task_is_blocked_not_closed(
+    git_repo: Path, claude: ModelServer
+) -> None:
+    claude.script([Turn(times=None)])  # every call answered with no content at all: Claude Code ends as done
+    nothing_done_blocks(project(git_repo))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentkit import agent_project, transcript
+from agentkit import agent_project, nothing_done_blocks, transcript
 from agentkit import environment_stop as stopped
 from model_server import ModelServer, ToolCall, Turn, Usage
 from offline import closed_port, loopback_only
@@ -173,3 +173,10 @@ def test_a_provider_of_chat_completions_is_refused_by_codex_and_blocks_the_task_
     refused = 'Error loading config.toml: `wire_api = "chat"` is no longer supported.'
     environment_stop(project(git_repo), capsys, refused)
     assert model_server.requests == []
+
+
+def test_an_empty_reply_from_the_model_changes_nothing_and_the_task_is_blocked_not_closed(
+    git_repo: Path, codex: ModelServer
+) -> None:
+    codex.script([Turn(times=None)])  # every call answered with no content at all: Codex ends as done
+    nothing_done_blocks(project(git_repo))
