@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from programs import program
-from projects import CALC, do_one_task, events_of, make_project, tasks_on_disk
+from projects import CALC, do_one_task, events_of, git, make_project, tasks_on_disk
 
 
 def agent_project(repo: Path, kind: str, timeout_s: float = 300, **executor: Any) -> Path:
@@ -48,3 +48,13 @@ def nothing_done_blocks(repo: Path) -> None:
     assert blocked["status"] == "blocked"
     assert blocked["closeReason"].startswith("2 test(s) that failed before the task still fail, so it is not done")
     assert (repo / "calc.py").read_text() == CALC
+
+
+def closed_with_one_commit(repo: Path, fixed: str) -> None:
+    """The run closed the task with one commit of calc.py, which now reads `fixed`, and
+    left the tree clean."""
+    assert do_one_task(repo) == 0
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "show", "--name-only", "--format=", sha).split() == ["calc.py"]
+    assert (repo / "calc.py").read_text() == fixed and git(repo, "status", "--porcelain") == ""
