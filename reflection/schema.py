@@ -180,18 +180,29 @@ class Reflection(ReflectionDraft, StoredLine):
     usage: Usage | None = None
 
 
+# Where an attempt failed: the checks ran and failed ("verify"), or it never got that far
+# or was stopped beside them: a reply not applied ("edit"), the agent's run failed
+# ("agent"), nothing here can run it ("environment"), it changed what judges it
+# ("integrity"), it changed nothing ("no_change"), it gave back a failed attempt's code
+# ("repeat"). Only "verify" has check output; the others' digest is the reason itself.
+FailureStage = Literal["verify", "edit", "agent", "environment", "integrity", "no_change", "repeat"]
 
-FailureStage = Literal["verify", "edit"]
 
-
-class FailureContext(CamelModel):
+class FailureContext(StoredLine):
     """Everything the reflection step knows about one failed attempt.
 
-    `stage` says where it failed: "verify" (the checks failed; `failure_type` says
-    which) or "edit" (the reply could not be applied, so nothing ran; `digest` is the
-    exact reason and `failure_type` is None).
+    `stage` says where it failed (`FailureStage`): "verify" (the checks failed;
+    `failure_type` says which) or a stage where no check told why, whose `digest` is
+    the exact reason (`failure_type` is None, or `timeout` for an agent out of time).
+
+    Like a `Reflection` it carries its own `id` and `createdAt`: a failure is a record
+    too (the seed's schema), named in logs and kept apart from the reflection on it.
     """
 
+    key_order: ClassVar[tuple[str, ...]] = KEY_ORDER[:5]
+
+    id: str = Field(default_factory=new_id)
+    created_at: datetime = Field(default_factory=utc_now)
     session_id: str
     task_id: str
     subtask_id: str
