@@ -116,7 +116,7 @@ SCENARIOS = [
     Scenario("one-reflect", lambda _: [
         REFLECT,
         _execute(search_replace("calc.py", "    return abs(a) + abs(b)", "    return a + b"),
-                 match=r"Reflections on earlier attempts[\s\S]*add used abs\(\)"),
+                 match=r"Reflections from Previous Attempts[\s\S]*add used abs\(\)"),
         _execute(write_file("calc.py", ABS), times=1),
     ]),
     Scenario("regression", lambda _: [

@@ -84,19 +84,25 @@ def reflection_messages(
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
+# The block's words are the Reflexion design's own (docs/REFLEXION.md, "The injected block"):
+# its heading, the line that asks to learn first, a section per attempt, the closing order.
+HEADING = "## Reflections from Previous Attempts"
+LEAD = "Learn from these insights before proceeding:"
+CLOSING = "You MUST address these issues. Do NOT repeat the same mistakes."
+
+
 def format_for_prompt(reflections: Sequence[Reflection]) -> str:
-    """The retry prompt's block of lessons, newest attempt first; empty when none."""
+    """The retry prompt's block of reflections, newest attempt first; empty when none."""
     if not reflections:
         return ""
     ordered = sorted(reflections, key=lambda r: (r.attempt_number, r.created_at), reverse=True)
-    lines = ["## Reflections on earlier attempts (newest first)"]
+    lines = [HEADING, "", LEAD]
     for r in ordered:
-        lines.append(f"\n### Attempt {r.attempt_number} ({r.category.value})")
-        lines.append(f"What went wrong: {r.analysis}")
-        lines.append(f"What to do differently: {r.suggestion}")
-        lines.extend(f"- {item}" for item in r.action_items)
-    lines.append(
-        "\nDo not repeat the mistakes above. Apply these lessons in this attempt; if they "
-        "did not help, try a different approach."
-    )
+        lines += ["", f"### Attempt {r.attempt_number}",
+                  f"- **What went wrong**: {r.analysis}",
+                  f"- **What to do differently**: {r.suggestion}"]
+        if r.action_items:
+            lines.append("- **Action items**:")
+            lines.extend(f"  - {item}" for item in r.action_items)
+    lines += ["", CLOSING]
     return "\n".join(lines)

@@ -60,7 +60,7 @@ def script_replies(problems: list[Problem]) -> list[dict[str, object]]:
         wrong = _file_reply(solution_text(problem, WRONG_BODY))
         role = roles(problems)[problem.task_id]
         if role == "with_reflection":
-            replies.append({"match": asked + r"[\s\S]*Reflections on earlier attempts", "reply": right, "times": None})
+            replies.append({"match": asked + r"[\s\S]*Reflections from Previous Attempts", "reply": right, "times": None})
         replies.append({"match": asked, "reply": wrong if role != "at_once" else right, "times": None})
         body = problem.canonical_solution if role == "at_once" else WRONG_BODY
         direct = r"^Implement this Python function[\s\S]*def " + problem.entry_point + r"\("

@@ -11,9 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-# The heading reflection/prompts.py starts the reflections block with; the block is the
-# prompt's last part (orchestrator/loop/prompt.py).
-REFLECTIONS_HEADING = "## Reflections on earlier attempts"
+from reflection.prompts import HEADING as REFLECTIONS_HEADING  # the block is the prompt's last part
+
 MARK = "<!-- goldenloop: reflections for this attempt; removed after it -->"
 
 

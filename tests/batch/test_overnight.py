@@ -104,7 +104,7 @@ def test_mixed_backlog_over_two_repositories(tmp_path, capsys):
             {"match": "Task T-2", "reply": write_file("negate.py", NEGATE_WRONG)},
             {"match": "Failure digest", "reply": NEGATE_REFLECTION},
             {
-                "match": r"Attempt 1 failed[\s\S]*Reflections on earlier attempts[\s\S]*neg used abs\(\)",
+                "match": r"Attempt 1 failed[\s\S]*Reflections from Previous Attempts[\s\S]*neg used abs\(\)",
                 "reply": write_file("negate.py", NEGATE),
             },
         ],
@@ -117,7 +117,7 @@ def test_mixed_backlog_over_two_repositories(tmp_path, capsys):
         [
             {"match": "Task T-3", "reply": write_file("negate.py", NEGATE_WRONG)},
             {
-                "match": r"^(?![\s\S]*Reflections on earlier)[\s\S]*Attempt 1 failed[\s\S]*test_negate",
+                "match": r"^(?![\s\S]*Reflections from Previous)[\s\S]*Attempt 1 failed[\s\S]*test_negate",
                 "reply": write_file("negate.py", NEGATE),
             },
             {"match": "Task T-4", "reply": write_file("clamp.py", CLAMP_WRONG), "times": None},
@@ -463,7 +463,7 @@ def test_a_run_killed_during_the_test_step_resumes_to_completion(git_repo, tmp_p
     replies = [
         {"match": "Task T-1", "reply": WRONG_ADD},
         {"match": "Failure digest", "reply": REFLECTION, "times": None},
-        {"match": r"Attempt 1 failed[\s\S]*Reflections on earlier attempts", "reply": repair},
+        {"match": r"Attempt 1 failed[\s\S]*Reflections from Previous Attempts", "reply": repair},
     ]
     # hang_on counts test runs: no preflight run or flaky rerun may shift it.
     plain = {"testCommands": [command], "retry": {"preflight": False, "flakyReruns": 0}}

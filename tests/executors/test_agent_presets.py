@@ -221,7 +221,7 @@ def test_memory_file_carries_the_reflections_and_is_put_back_unchanged(git_repo:
     first, second = calls(agents)
     assert first["memory"]["CLAUDE.md"] == before.decode()  # no reflections before a retry
     assert second["memory"]["CLAUDE.md"].startswith("# House rules\nUse tabs.\n")
-    assert "## Reflections on earlier attempts" in second["memory"]["CLAUDE.md"]
+    assert "## Reflections from Previous Attempts" in second["memory"]["CLAUDE.md"]
     assert (repo / "CLAUDE.md").read_bytes() == before
     assert git(repo, "status", "--porcelain") == ""
     (sha,) = tasks_on_disk(repo)["T-1"]["commits"]

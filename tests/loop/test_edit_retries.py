@@ -57,7 +57,7 @@ def test_a_reply_cut_off_gets_a_repair_retry_and_a_reflection_that_says_so(git_r
     cut = "calc.py\n```python\ndef add(a, b):\n    if a == 1 and b == 1:\n        return 2\n    if a == 1 and b == 2:\n"
     repair = (
         r"Attempt 1 could not be applied[\s\S]*cut off at the model's output limit[\s\S]*"
-        r"The repository's files are: [^\n]*calc\.py[\s\S]*Reflections on earlier attempts[\s\S]*short, general solution"
+        r"The repository's files are: [^\n]*calc\.py[\s\S]*Reflections from Previous Attempts[\s\S]*short, general solution"
         r"[\s\S]*Reply with the complete new code of calc\.py"
     )
     replies = [

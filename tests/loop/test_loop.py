@@ -54,8 +54,8 @@ def test_fail_reflect_pass_puts_the_reflection_in_the_retry_prompt(git_repo, cap
         {"match": "Failure digest", "reply": "Reflection:\n```json\n" + REFLECTION + "\n```"},
         # Answers only if the retry prompt carries the reflection and the last failure.
         {
-            "match": r"Attempt 1 failed[\s\S]*test_add_negative[\s\S]*Reflections on earlier "
-            r"attempts[\s\S]*add used abs\(\)",
+            "match": r"Attempt 1 failed[\s\S]*test_add_negative[\s\S]*Reflections from Previous "
+            r"Attempts[\s\S]*add used abs\(\)",
             "reply": "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n"
             "    return a + b\n>>>>>>> REPLACE\n",
         },
@@ -114,7 +114,7 @@ def test_reflexion_off_retries_with_the_raw_digest_only(git_repo):
     replies = [
         {"match": "Task T-1", "reply": WRONG_ADD},
         {
-            "match": r"^(?![\s\S]*Reflections on earlier)[\s\S]*Attempt 1 failed[\s\S]*test_add_negative",
+            "match": r"^(?![\s\S]*Reflections from Previous)[\s\S]*Attempt 1 failed[\s\S]*test_add_negative",
             "reply": "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n"
             "    return a + b\n>>>>>>> REPLACE\n",
         },

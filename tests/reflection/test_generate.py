@@ -217,10 +217,32 @@ def _reflection(attempt: int, analysis: str, subtask: str = "T-1.1", **extra) ->
 def test_format_for_prompt_lists_newest_first_and_ends_with_the_instruction():
     block = format_for_prompt([_reflection(1, "one"), _reflection(3, "three"), _reflection(2, "two")])
     assert block.index("three") < block.index("two") < block.index("one")
-    assert "What to do differently: suggestion 3" in block and "- item 2" in block
-    assert block.rstrip().endswith("try a different approach.")
-    assert "Do not repeat the mistakes" in block
+    assert "- **What to do differently**: suggestion 3" in block and "  - item 2" in block
+    assert block.rstrip().endswith("You MUST address these issues. Do NOT repeat the same mistakes.")
     assert format_for_prompt([]) == ""
+
+
+def test_the_injected_block_is_the_seed_format_heading_lead_then_a_section_per_attempt():
+    block = format_for_prompt([_reflection(1, "stale fixture"), _reflection(2, "wrong sign")])
+    assert block.splitlines() == [
+        "## Reflections from Previous Attempts",
+        "",
+        "Learn from these insights before proceeding:",
+        "",
+        "### Attempt 2",
+        "- **What went wrong**: wrong sign",
+        "- **What to do differently**: suggestion 2",
+        "- **Action items**:",
+        "  - item 2",
+        "",
+        "### Attempt 1",
+        "- **What went wrong**: stale fixture",
+        "- **What to do differently**: suggestion 1",
+        "- **Action items**:",
+        "  - item 1",
+        "",
+        "You MUST address these issues. Do NOT repeat the same mistakes.",
+    ]
 
 
 @pytest.mark.anyio
