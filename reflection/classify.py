@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reflection.classify_edit import classify_edit
+from reflection.classify_stage import classify_stage
 from reflection.digest import read_digest_line
 from reflection.schema import (
     FailureCategory,
@@ -37,6 +38,8 @@ def classify(ctx: FailureContext) -> ReflectionDraft:
     """The heuristic reflection for one failed attempt."""
     if ctx.stage == "edit":
         return classify_edit(ctx)
+    if ctx.stage != "verify":  # no check output: the reason is the digest itself
+        return classify_stage(ctx)
     facts = _read_facts(ctx)
     for rule in _RULES:
         draft = rule(ctx, facts)

@@ -165,13 +165,14 @@ async def generate_reflection(
 ) -> Reflection:
     """A reflection on `ctx`: from the model when it answers well, else the heuristic.
 
-    A reply that could not be applied is explained exactly by its error, which the
-    heuristic turns into advice: a model call would buy nothing there.
+    Only a failure of the checks is worth a model's analysis: every other stage (a reply
+    not applied, an agent's failed run, an environment, tests weakened, no change, a
+    repeat) is explained exactly by its reason, which the heuristic turns into advice.
     """
     # Redacted before anything cuts it (the prompt's diff, the heuristic's quotes): a
     # secret cut in half no longer matches, and its visible half would go through.
     ctx = FailureContext.model_validate(redact_data(ctx.to_dict()))
-    if model is None or ctx.stage == "edit":
+    if model is None or ctx.stage != "verify":
         return _reflection(ctx, classify(ctx), source="heuristic")
     reply: ChatReply | None = None
     messages = [

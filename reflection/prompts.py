@@ -31,6 +31,17 @@ analysis and suggestion at most 500 characters each; at most 5 actionItems of at
 characters; confidence between 0 and 1."""
 
 
+# What the model is told when the checks did not run or did not explain the failure.
+STAGE_WORDS = {
+    "edit": "the reply could not be applied as an edit, so nothing ran",
+    "agent": "the coding agent's run failed or ran out of time, so its work was not checked",
+    "environment": "the attempt could not run here at all; no change to the code can fix that",
+    "integrity": "the attempt changed the tests, the checks' config or the user's files; that was undone",
+    "no_change": "the attempt changed no file",
+    "repeat": "the attempt gave back the code of an earlier failed attempt",
+}
+
+
 # A project's own reflection question (reflexion.promptFile) may use these; the JSON
 # shape of the reply is always appended, because the answer is read as that JSON.
 PLACEHOLDERS = ("subtask", "details", "attempt", "failure_type", "files", "failure", "diff", "earlier")
@@ -64,6 +75,7 @@ def reflection_messages(
         f"Subtask: {ctx.subtask_title}",
         ctx.subtask_description and f"Details: {ctx.subtask_description}",
         f"Attempt: {ctx.attempt_number}",
+        ctx.stage in STAGE_WORDS and f"Where it failed: {STAGE_WORDS[ctx.stage]}",
         ctx.failure_type and f"Failure type: {ctx.failure_type.value}",
         ctx.files_modified and "Files modified: " + ", ".join(ctx.files_modified),
         ctx.preexisting_tests and "Known failures (failing the same way before the task, and accepted by "

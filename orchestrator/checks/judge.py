@@ -3,7 +3,7 @@
 The raw verdict of the checks is not the whole story. An attempt that edits the tests
 did not fix anything; a failure that was already there before the task, or that does
 not come back on a rerun, is not the attempt's; a missing tool cannot be fixed by any
-edit; a timeout needs the time limit named, not a reflection. Every such decision is
+edit; a timeout needs the time limit named. Every such decision is
 switched by `retry` in project.json and explained in one line for the run log.
 
 A failure is aimed at what the attempt broke: with a baseline, the failing tests the
@@ -52,7 +52,6 @@ class Judgement:
     outcome: JudgedOutcome
     summary: str  # one line for people and the run log
     failure: str = ""  # what the retry prompt says went wrong
-    reflect: bool = False  # worth a reflection (a model call)
     escalate: bool = False  # no retry can help
     # What a reflection is told about a failed attempt, aimed at what it broke:
     failing_tests: tuple[str, ...] = ()  # the failures the attempt caused first, waived ones last
@@ -110,7 +109,6 @@ class Judge:
             "failed",
             aim.summary,
             failure=aim.lead + failure,
-            reflect=True,
             failing_tests=aim.failing_tests,
             first_error=aim.first_error,
             waived=aim.waived,

@@ -104,7 +104,7 @@ class AgentExecutor:
             return ExecutionResult(ok=True, reply=done.output, usage=usage, transcript=transcript)
         # The agent's own words, never its command line (which holds the whole prompt).
         return ExecutionResult(ok=False, error=f"{self.name}: {end.sentence}", reply=done.output, usage=usage,
-                               failure_kind=end.kind, transcript=transcript)
+                               failure_kind=end.kind, transcript=transcript, timed_out=done.timed_out)
 
     def _caches(self, repo_dir: Path) -> set[Path]:
         return {path for pattern in self.preset.caches for path in repo_dir.glob(pattern)}

@@ -46,6 +46,7 @@ class ExecutionResult(BaseModel):
     # (a lesson about the reply format), an external agent's run, or an agent that cannot
     # run here at all (not installed: no retry can help).
     failure_kind: Literal["edit", "agent", "environment"] = "agent"
+    timed_out: bool = False  # the agent's run was stopped at its time limit
     # What the agent printed and wrote of its run (bounded, redacted): kept beside the
     # attempt in history/, for the user to see why.
     transcript: str | None = None

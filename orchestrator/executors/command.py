@@ -87,7 +87,7 @@ def execution_result(done: CommandResult, timeout_s: float) -> ExecutionResult:
     if tail:
         error += f"\n--- last output ---\n{tail}"
     kind = "environment" if missing and not done.timed_out else "agent"
-    return ExecutionResult(ok=False, error=error, reply=done.output, failure_kind=kind)
+    return ExecutionResult(ok=False, error=error, reply=done.output, failure_kind=kind, timed_out=done.timed_out)
 
 
 def _tail(output: str) -> str:

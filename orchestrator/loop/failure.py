@@ -16,7 +16,7 @@ from orchestrator.executors import ExecutionResult
 from orchestrator.loop.attempt import Attempt, Escalate, Retry
 from orchestrator.loop.escalation import AttemptSnapshot
 from orchestrator.loop.prompt import LastAttempt
-from orchestrator.loop.reflecting import reflect_on_edit, reflect_on_verdict
+from orchestrator.loop.reflecting import reflect_on, reflect_on_unapplied, reflect_on_verdict
 from orchestrator.loop.remember import remember_decision
 from orchestrator.loop.state import SubtaskState
 from reflection.redact import redact
@@ -27,12 +27,11 @@ REPLY_LOGGED = 4_000  # characters of an unapplied reply kept in the run log, to
 
 async def fail(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
                executed: ExecutionResult) -> NoReturn:
-    """Track progress, reflect only when a retry follows, then stop or set the retry up."""
+    """Track progress and reflect (a retry reads it, or the escalation packet and the
+    memory keep it), then stop or set the retry up."""
     decision = await _progress(s, a, verdict, judged)
     stop = _stop_reason(s, judged, decision)
-    reflection_id = None
-    if stop is None and judged.reflect and a.number < s.max_attempts:  # only a retry reads it
-        reflection_id = await reflect_on_verdict(s, verdict, judged, a.diff)
+    reflection_id = await reflect_on_verdict(s, verdict, judged, a.diff)
     s.record(a, judged.outcome, judged.summary, verdict, reflection_id, executed=executed)
     if stop is not None:
         raise Escalate(stop)
@@ -97,9 +96,7 @@ async def not_applied(s: SubtaskState, a: Attempt, executed: ExecutionResult) ->
     s.event("edit_failed", attempt=a.number, error=executed.error, failureKind=executed.failure_kind,
             formatAsked=executed.format_asked, formatReceived=executed.format_received,
             reply=cut_block(redact(executed.reply or ""), REPLY_LOGGED))
-    reflection_id = None
-    if executed.failure_kind == "edit" and a.number < s.max_attempts:  # a format failure is a lesson too
-        reflection_id = await reflect_on_edit(s, executed)
+    reflection_id = await reflect_on_unapplied(s, executed)  # a format failure or a failed run is a lesson too
     s.record(a, "edit_failed", reason, reflection_id=reflection_id, executed=executed)
     failure = "\n".join(part for part in (executed.error, executed.repair) if part)
     s.earlier.snapshots.append(AttemptSnapshot(a.number, reason, a.diff, 0.0, failure=executed.error or ""))
@@ -118,7 +115,8 @@ async def repeated(s: SubtaskState, a: Attempt, same_as: int, executed: Executio
     if same_as in e.judgements:  # what that code does, so the task's reason names the failure
         summary += f"; that code: {e.judgements[same_as].summary}"
     s.event("repeat", attempt=n, sameAs=same_as, action="counted as a failed attempt")
-    s.record(a, "repeat", summary, executed=executed)
+    reflection_id = await reflect_on(s, "repeat", summary)
+    s.record(a, "repeat", summary, reflection_id=reflection_id, executed=executed)
     earlier = e.snapshot(same_as)
     diff = earlier.diff if earlier else ""
     e.snapshots.append(AttemptSnapshot(n, summary, diff, earlier.score if earlier else 0.0,

@@ -10,15 +10,24 @@ from orchestrator.checks.verify import Verdict
 from orchestrator.executors import ExecutionResult
 from orchestrator.loop.prompt import LastAttempt, attempt_prompt, baseline_block, checks_block
 from orchestrator.loop.state import SubtaskState
-from reflection.schema import FailureContext, Reflection
+from reflection.schema import FailureContext, FailureStage, FailureType, Reflection
+
+
+# The judged outcomes whose failure the checks' output does not explain: the judge's own
+# reason is what the reflection is about.
+_JUDGED_STAGES: dict[str, FailureStage] = {"integrity": "integrity", "no_change": "no_change"}
+_UNAPPLIED_STAGES: dict[str, FailureStage] = {"edit": "edit", "agent": "agent", "environment": "environment"}
 
 
 async def reflect_on_verdict(s: SubtaskState, verdict: Verdict, judged: Judgement, diff: str) -> str | None:
-    """Reflect on what the attempt broke: the judge puts its own failures first and marks
-    the tests that were failing before the task."""
+    """Reflect on a failed attempt as judged. What it broke when the checks say (the judge
+    puts its own failures first and marks the tests that were failing before the task),
+    else the judge's own reason (tests weakened, config changed, nothing changed)."""
     digest = verdict.digest
-    if digest is None or verdict.failure_type is None:
-        return None
+    stage = _JUDGED_STAGES.get(judged.outcome, "verify")
+    if stage != "verify" or digest is None:
+        return await reflect_on(s, stage, judged.failure or judged.summary, diff=diff,
+                                failure_type=verdict.failure_type if stage == "verify" else None)
     return await reflect(
         s, failure_type=verdict.failure_type, digest=judged.failure or digest.text,
         error_signature=digest.signature, failing_tests=list(judged.failing_tests),
@@ -27,12 +36,24 @@ async def reflect_on_verdict(s: SubtaskState, verdict: Verdict, judged: Judgemen
     )
 
 
-async def reflect_on_edit(s: SubtaskState, executed: ExecutionResult) -> str | None:
-    return await reflect(s, stage="edit", digest=executed.error) if executed.error else None
+async def reflect_on_unapplied(s: SubtaskState, executed: ExecutionResult) -> str | None:
+    """Reflect on an attempt whose work never reached the checks: a reply not applied, an
+    agent's run that failed or hit its time limit, an agent that cannot run here."""
+    timeout = FailureType.TIMEOUT if executed.timed_out else None
+    return await reflect_on(s, _UNAPPLIED_STAGES[executed.failure_kind],
+                            executed.error or executed.failure_summary(), failure_type=timeout)
+
+
+async def reflect_on(s: SubtaskState, stage: FailureStage, reason: str, **failure: Any) -> str | None:
+    """Reflect on a failure no check explains; `reason` is its one plain account."""
+    return await reflect(s, stage=stage, digest=reason, **failure)
 
 
 async def reflect(s: SubtaskState, **failure: Any) -> str | None:
-    """Write a reflection on the attempt in flight; its id, or None (reflexion off or failing)."""
+    """Write a reflection on the attempt in flight; its id, or None (reflexion off or failing).
+
+    Every failed attempt gets one, the last before an escalation too: a retry reads it, and
+    the escalation packet and the memory keep why the last try failed."""
     service = s.p.reflections
     if service is None:
         return None
@@ -40,7 +61,7 @@ async def reflect(s: SubtaskState, **failure: Any) -> str | None:
     number = sub.next_number
     ctx = FailureContext(session_id=s.p.session_id, task_id=s.task.id, subtask_id=sub.id,
                          attempt_number=number, subtask_title=sub.title, subtask_description=sub.description,
-                         files_modified=s.changed, **failure)
+                         **{"files_modified": s.changed, **failure})
     try:
         reflection = await service.reflect(ctx, previous=recalled(s, service.max_per_retry))
     except Exception as exc:  # noqa: BLE001 - memory trouble must not stop the loop
@@ -48,9 +69,9 @@ async def reflect(s: SubtaskState, **failure: Any) -> str | None:
         return None
     s.reflections += 1
     s.next_applying = [reflection.suggestion, *reflection.action_items]
-    s.event("reflection", attempt=number, id=reflection.id, category=reflection.category,
-            analysis=reflection.analysis, suggestion=reflection.suggestion, source=reflection.source,
-            path=service.location)
+    s.event("reflection", attempt=number, id=reflection.id, failureId=ctx.id, stage=ctx.stage,
+            category=reflection.category, analysis=reflection.analysis, suggestion=reflection.suggestion,
+            source=reflection.source, path=service.location)
     return reflection.id
 
 

@@ -21,7 +21,7 @@ from orchestrator.executors import ExecutionRequest, ExecutionResult
 from orchestrator.loop.attempt import Attempt, Escalate, KeepBest, PutBack, Retry
 from orchestrator.loop.failure import fail, not_applied, repeated
 from orchestrator.loop.prompt import LastAttempt, start_over
-from orchestrator.loop.reflecting import prompt_for
+from orchestrator.loop.reflecting import prompt_for, reflect_on, reflect_on_unapplied
 from orchestrator.loop.state import SubtaskState, task_text
 from reflection.llm import ModelError
 from reflection.pattern.evaluation import ReflectionEvaluation
@@ -63,7 +63,8 @@ async def execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
         raise PutBack("budget", str(exc)) from None
     except ModelError as exc:
         if exc.kind in TASK_MODEL_ERRORS:  # this task's prompt is the problem: retries cannot help
-            s.record(a, "model_refused", f"the model refused this task's prompt: {exc}")
+            refused = f"the model refused this task's prompt: {exc}"
+            s.record(a, "model_refused", refused, reflection_id=await reflect_on(s, "environment", refused))
             raise Escalate(StopReason.ENVIRONMENT) from None
         raise PutBack("model_unavailable", f"the model failed: {exc}") from None
     if executed.usage and executed.usage.get("agent"):  # its session id and last word, for the user
@@ -114,7 +115,7 @@ async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
     a.diff = await s.tree.diff() if not executed.ok or s.judge.touches_tests(s.changed) else ""
     touched = s.tree.user_files.keep(s.tree.keep)
     if touched:  # their edits cannot be told from the user's: never ours to keep
-        _user_files_touched(s, a, touched)
+        await _user_files_touched(s, a, touched)
     tampered = s.judging.put_back(s.tree.keep)
     if tampered:  # the checks must stay the ones the run read, whatever the agent wrote
         s.event("config_tampered", attempt=a.number)
@@ -123,13 +124,13 @@ async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
         await fail(s, a, Verdict(passed=False, steps=[]), judged, executed)
 
 
-def _user_files_touched(s: SubtaskState, a: Attempt, touched: list[str]) -> None:
+async def _user_files_touched(s: SubtaskState, a: Attempt, touched: list[str]) -> None:
     files = f"{touched[0]}, which holds" if len(touched) == 1 else f"{', '.join(touched)}, which hold"
     reason = (f"the attempt changed {files} uncommitted work of yours (put back as it was); goldenloop "
               "never mixes its edits into your work: commit or stash it, set the task's status back "
               "to open in .openagents/tasks.jsonl and run again")
     s.event("user_files_touched", paths=touched)
-    s.record(a, "user_files", reason)
+    s.record(a, "user_files", reason, reflection_id=await reflect_on(s, "integrity", reason))
     raise Escalate(StopReason.ENVIRONMENT)
 
 
@@ -137,7 +138,8 @@ async def judge(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> tuple
     """The checks' verdict as judged, when it passes. Nothing is run for a reply that was
     not applied, nor for a failed attempt's code given back: their verdict is known."""
     if not executed.ok and executed.failure_kind == "environment":  # no retry can install it
-        s.record(a, "environment", executed.failure_summary(), executed=executed)
+        s.record(a, "environment", executed.failure_summary(), executed=executed,
+                 reflection_id=await reflect_on_unapplied(s, executed))
         raise Escalate(StopReason.ENVIRONMENT)
     if not executed.ok:  # nothing ran: say exactly why, and how to get it right
         await not_applied(s, a, executed)

@@ -184,7 +184,7 @@ def test_a_test_that_passes_on_its_rerun_is_flaky_and_the_attempt_is_committed(
 # -- 3. routing by failure class ------------------------------------------------------------------
 
 
-def test_a_timeout_is_retried_with_the_time_limit_named_and_no_reflection(
+def test_a_timeout_is_retried_with_the_time_limit_named_and_reflected_on(
     git_repo: Path, capsys: Capsys
 ) -> None:
     replies = [
@@ -198,7 +198,7 @@ def test_a_timeout_is_retried_with_the_time_limit_named_and_no_reflection(
 
     (timeout,) = judged(repo)
     assert timeout["outcome"] == "timeout" and timeout["summary"].startswith("timeout")
-    assert model_calls(repo, "reflect") == 0 and "reflection" not in kinds(repo)
+    assert model_calls(repo, "reflect") == 1 and "reflection" in kinds(repo)  # every failure is a lesson
     assert model_calls(repo, "execute") == 2
     assert plan(repo)["subtasks"][0]["attempts"][0]["outcome"] == "timeout"
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
@@ -330,8 +330,8 @@ def test_a_worse_attempt_is_rolled_back_to_the_best_and_the_packet_keeps_the_bes
     assert third["filesChanged"] == ["calc.py"] and third["testsFailed"] == 2
     (escalated,) = events_of(repo, "escalated")
     assert escalated["convergence"] == "plateau"  # attempt 3 was no better than attempt 1 either
-    # The stop is decided before any reflection: none is paid for that no retry would read.
-    assert [e["attempt"] for e in events_of(repo, "reflection")] == [1, 2]
+    # The attempt that stopped the retries is reflected on too: the packet says why it failed.
+    assert [e["attempt"] for e in events_of(repo, "reflection")] == [1, 2, 3]
     patch = packet(repo, "patch")
     assert "+    return abs(a) + abs(b)" in patch and "a * b" not in patch and "return 0" not in patch
     assert "Attempt 1 (test_failure: 1 failed" in packet(repo)

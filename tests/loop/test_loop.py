@@ -103,7 +103,8 @@ def test_four_failures_escalate_and_restore_the_tree(git_repo, capsys):
     assert "Attempt 4" in packet and "add used abs()" in packet
     patch = (repo / ".openagents" / "escalations" / "T-1.patch").read_text()
     assert "abs(a) + abs(b)" in patch  # the best attempt: it passed 2 of 3 tests
-    assert len(reflections(repo)) == 3  # none after the last attempt: no retry would read it
+    # The last attempt is reflected on too: the packet and the memory keep why it failed.
+    assert [r["attemptNumber"] for r in reflections(repo)] == [1, 2, 3, 4]
     subtasks = json.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_text())
     assert subtasks["subtasks"][0]["status"] == "failed"
     assert subtasks["subtasks"][0]["failureCount"] == 4

@@ -147,7 +147,8 @@ def test_an_agent_that_cannot_be_started_blocks_the_task_without_retries(git_rep
     assert blocked["status"] == "blocked"
     assert "the agent cannot run here" in blocked["closeReason"] and "installed" in blocked["closeReason"]
     assert len(events_of(repo, "attempt_started")) == 1
-    assert reflection_lines(repo) == []
+    (why,) = reflection_lines(repo)  # no retry, yet the memory keeps why it stopped
+    assert why["category"] == "environment" and "could not run here" in why["analysis"]
 
 
 def test_a_model_reply_aimed_at_the_projects_config_is_refused_and_the_next_task_judged_as_before(
