@@ -61,6 +61,7 @@ class GoldenLoop:
         outcome = None
         waived: dict[str, None] = {}  # known failures still failing when a subtask passed, in order
         notes = notes_for(p, task)
+        ran = self.attempts  # this task's attempts are the ones counted from here
         for subtask in plan.subtasks:
             if subtask.status == "done":
                 continue
@@ -81,7 +82,7 @@ class GoldenLoop:
             p.board.close(task.id, reason, commits)
             p.runlog.event("task_closed", taskId=task.id, commits=commits, reason=reason)
             outcome = TaskOutcome(task.id, "closed", reason, stop_reason=StopReason.PASSED)
-            await reflect_on_task(p, task, commits)
+            await reflect_on_task(p, task, commits, attempts=self.attempts - ran)
         remember_task(p, task, plan, outcome)
         promote_rules_of(p, task)
         return self._finish(outcome, commits, started)

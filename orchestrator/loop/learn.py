@@ -32,10 +32,17 @@ def notes_for(p: LoopParts, task: Task) -> str:
         return ""
 
 
-async def reflect_on_task(p: LoopParts, task: Task, commits: list[str]) -> None:
-    """After the task is accepted: reflect, store the notes, tell the listeners."""
+async def reflect_on_task(p: LoopParts, task: Task, commits: list[str], *, attempts: int) -> None:
+    """After the task is accepted: reflect, store the notes, tell the listeners.
+
+    Only a run that made an attempt has something new to reflect on: a reopened task
+    whose subtasks were all done closes again without one, and its notes (and their
+    `runCount`) stay as they were."""
     reflector = p.task_reflector
     if reflector is None or not task.description:  # no description, no identity
+        return
+    if attempts == 0:
+        p.runlog.event("task_reflection_skipped", taskId=task.id, reason="no attempt ran in this run")
         return
     try:
         output = p.repo.commits_diff(commits, OUTPUT_BYTES)
