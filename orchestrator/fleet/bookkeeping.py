@@ -14,6 +14,8 @@ base (the tip its task started from), its own version and the remote tip's:
 - `subtasks/<id>.json`, `escalations/<id>.*`, `history/...`: ours (one task's own files).
 - `memory/rules.md`: the tip's file with our rules that it lacks appended.
 - `memory/edit-formats.json`: counters added up: the tip's, plus what we counted since our base.
+- `memory/task-reflections.json`: the union by task identity; where both sides have notes
+  for one identity, the later `reflectedAt` wins (last write wins, as in the store).
 - anything else: ours where we changed it, else the tip's.
 
 `None` stands for a file that does not exist (on that side, or as the result). Pure
@@ -34,6 +36,7 @@ TASKS = ".openagents/tasks.jsonl"
 ARCHIVE = ".openagents/archive/"
 RULES = ".openagents/memory/rules.md"
 EDIT_FORMATS = ".openagents/memory/edit-formats.json"
+TASK_NOTES = ".openagents/memory/task-reflections.json"
 
 
 def merge_file(path: str, base: Content, ours: Content, theirs: Content) -> Content:
@@ -56,6 +59,8 @@ def _merger(path: str) -> Callable[[bytes, bytes, bytes], bytes]:
         return lambda _base, ours, theirs: union_of_rules(ours, theirs)
     if path == EDIT_FORMATS:
         return merge_counters
+    if path == TASK_NOTES:
+        return lambda _base, ours, theirs: merge_task_notes(ours, theirs)
     return lambda _base, ours, _theirs: ours
 
 
@@ -188,3 +193,24 @@ def _counts(data: Any) -> dict[str, dict[str, dict[str, int]]]:
                 raise ValueError("not a counters file")
             out.setdefault(model, {})[fmt] = dict(counts)
     return out
+
+
+def merge_task_notes(ours: bytes, theirs: bytes) -> bytes:
+    """task-reflections.json ({identity: notes}): every identity of both sides; for one on
+    both, the notes reflected on later. A side that is not that shape: ours."""
+    try:
+        mine, tip = (orjson.loads(b) if b.strip() else {} for b in (ours, theirs))
+    except orjson.JSONDecodeError:
+        return ours
+    if not isinstance(mine, dict) or not isinstance(tip, dict):
+        return ours
+    merged = dict(tip)
+    for identity, notes in mine.items():
+        if _reflected_at(notes) >= _reflected_at(tip.get(identity)):
+            merged[identity] = notes
+    return orjson.dumps(merged, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def _reflected_at(notes: Any) -> str:
+    """An ISO-8601 UTC time in one format (the store's), so text order is time order."""
+    return str(notes.get("reflectedAt", "")) if isinstance(notes, dict) else ""

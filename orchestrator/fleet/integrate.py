@@ -43,7 +43,7 @@ from orchestrator.session import ProjectSession
 PUSH_TRIES = 5
 OPEN = ("open", "in_progress")
 RUNTIME = (".lock",)  # never bookkeeping, even where a project's .gitignore forgot them
-MEMORY_CACHES = (f"{PREFIX}memory/reflections.jsonl", f"{PREFIX}memory/task-reflections.json",
+MEMORY_CACHES = (f"{PREFIX}memory/reflections.jsonl",
                  f"{PREFIX}memory/.pruned")  # caches, git-ignored; an old project may still track them
 
 

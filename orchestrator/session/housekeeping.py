@@ -35,8 +35,11 @@ recovered/
 # and kept a full copy per version in history. They stay on disk, pruned by
 # reflexion.retentionDays (docs/ARCHITECTURE.md, "Files").
 MEMORY_IGNORE = "memory/reflections.jsonl*\nmemory/.pruned\n"
-# Task reflections are rewritten whole by every accepted task: a cache like the above.
-TASK_NOTES_IGNORE = "memory/task-reflections.json*\n"
+# Task notes (memory/task-reflections.json) are committed: small (one entry per distinct
+# task description), and a fresh clone, a CI runner or a fleet worker must start from
+# them. Only a half-written copy a killed run left stays out.
+TASK_NOTES_IGNORE = "memory/.task-reflections.json.*.tmp\n"
+OLD_TASK_NOTES_IGNORE = "memory/task-reflections.json*\n"  # kept them out of git: taken out again
 # What is derived from the reflections (the lesson index, the markdown view), how often
 # each lesson helped, and the archive: caches and history. memory/rules.md is versioned.
 LESSONS_IGNORE = "memory/lessons.sqlite*\nmemory/lesson-uses.jsonl*\nmemory/reflections/\nmemory/archive/\n"
@@ -45,19 +48,22 @@ REFLECT_API_IGNORE = "memory/reflect-history.jsonl*\n"
 
 
 def ensure_runtime_ignored(project_dir: Path) -> None:
-    """Keep locks, run logs, progress and the reflections out of git; tasks, plans and
-    escalations stay versioned with the code they describe."""
+    """Keep locks, run logs, progress and the reflections out of git; tasks, plans,
+    escalations and task notes stay versioned with the code they describe."""
     path = Layout(project_dir).gitignore
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(RUNTIME_IGNORE + MEMORY_IGNORE + TASK_NOTES_IGNORE + LESSONS_IGNORE + REFLECT_API_IGNORE)
         return
     text = path.read_text()
+    if OLD_TASK_NOTES_IGNORE in text:  # our own line, from before the notes were committed
+        text = text.replace(OLD_TASK_NOTES_IGNORE, "")
+        path.write_text(text)
     # Projects from before memory left git, or before the journal (which holds copies of
     # the user's uncommitted files: never to be committed) existed.
     wanted = (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"), ("history/", "history/\n"),
               ("recovered/", "recovered/\n"),
-              ("memory/task-reflections.json", TASK_NOTES_IGNORE), ("memory/lessons.sqlite", LESSONS_IGNORE),
+              ("memory/.task-reflections.json", TASK_NOTES_IGNORE), ("memory/lessons.sqlite", LESSONS_IGNORE),
               ("memory/reflect-history.jsonl", REFLECT_API_IGNORE))
     missing = "".join(entry for key, entry in wanted if key not in text)
     if missing:
@@ -120,5 +126,4 @@ def prune_memory(project_dir: Path, config: ProjectConfig, memory_url: str | Non
 
 def is_memory(path: str) -> bool:
     """The reflections (a project from before they left git may still track them)."""
-    return (path.startswith((f"{OPENAGENTS}memory/reflections.jsonl", f"{OPENAGENTS}memory/task-reflections.json"))
-            or path == f"{OPENAGENTS}memory/.pruned")
+    return path.startswith(f"{OPENAGENTS}memory/reflections.jsonl") or path == f"{OPENAGENTS}memory/.pruned"

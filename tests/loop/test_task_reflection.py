@@ -54,7 +54,8 @@ def test_a_closed_task_leaves_notes_keyed_by_its_descriptions_sha256(git_repo):
     event = events_of(repo, "task_reflected", "T-1")[0]
     assert event["isFirstReflection"] is True and event["taskDescription"] == DESCRIPTION
     assert event["reflection"]["refinedDescription"] == entry.refined_description
-    assert "task-reflections.json" in (repo / ".openagents" / ".gitignore").read_text()
+    # Committed with the task's bookkeeping, so a fresh clone starts from them.
+    assert ".openagents/memory/task-reflections.json" in git(repo, "ls-files", ".openagents/memory").split()
     assert git(repo, "status", "--porcelain") == ""
 
 
