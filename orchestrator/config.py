@@ -28,7 +28,7 @@ from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from orchestrator.checks.settings import CheckSettings
@@ -192,7 +192,7 @@ class RetryConfig(_ConfigModel):
 
     preflight: bool = True  # run the checks once before any model call for a task
     flaky_reruns: int = Field(default=1, ge=0)  # reruns of a failing check before believing it
-    route_by_failure: bool = True  # environment: escalate; timeout: no reflection call
+    route_by_failure: bool = True  # environment: escalate; timeout: the time limit named
     stop_on_plateau: bool = True
     stop_on_oscillation: bool = True
     rollback_regressions: bool = True  # a worse attempt goes back to the best tree
@@ -328,6 +328,12 @@ class MemoryConfig(_ConfigModel):
     # The question asked after a task is accepted; None: the built-in one. Placeholders:
     # {description}, {expected_output}, {output}, {prior}.
     task_reflection_prompt: str | None = Field(default=None, min_length=1)
+    # Where the notes live: None follows `store` (the file memory/task-reflections.json, or
+    # the shared database); "file", "memory" (this process only), or "module:attribute"
+    # (your own TaskReflectionStore). How they are made: "llm", or "module:attribute" (your
+    # own ReflectionStrategy, made with model=). See docs/REFLEXION.md.
+    task_reflection_store: str | None = Field(default=None, min_length=1)
+    task_reflection_strategy: str = "llm"
     # Lessons of other tasks (reflection/lesson_index.py), ranked by relevance and by how
     # often they helped, in each subtask's first prompt; off for measurements.
     cross_task_lessons: bool = True
@@ -353,6 +359,17 @@ class MemoryConfig(_ConfigModel):
     @classmethod
     def _usable_store(cls, value: str | None) -> str | None:
         problem = None if value is None else store_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("task_reflection_store", "task_reflection_strategy")
+    @classmethod
+    def _usable_choice(cls, value: str | None, info: ValidationInfo) -> str | None:
+        from reflection.task_choice import STORES, STRATEGIES, choice_problem
+
+        builtins = STORES if info.field_name == "task_reflection_store" else STRATEGIES
+        problem = None if value is None else choice_problem(value, builtins)
         if problem:
             raise ValueError(problem)
         return value

@@ -108,6 +108,8 @@ class ProjectSession:
     def _tend_memory(self) -> None:
         if self.config.reflexion.enabled:
             self.wiring.project_memory()  # an unreachable shared memory stops the run here, not mid-task
+        if self.config.task_reflection_on:
+            self.wiring.task_reflector()  # so do a task notes' store or strategy that cannot be made
         prune_memory(self.project_dir, self.config, self.wiring.memory_url, self.wiring.opened_memory,
                      self.notices)
 

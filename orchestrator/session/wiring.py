@@ -23,11 +23,12 @@ from orchestrator.layout import Layout
 from orchestrator.loop.decompose import is_small
 from orchestrator.loop.golden import GoldenLoop
 from orchestrator.loop.parts import LoopParts
-from orchestrator.loop.project_memory import ProjectMemory, open_project_memory
+from orchestrator.loop.project_memory import ProjectMemory, open_project_memory, project_key
 from orchestrator.metering import MeteredModel
 from orchestrator.runlog import RunLog
 from orchestrator.session.errors import MemoryUnavailable, UserError
 from orchestrator.tasks import Task, TaskBoard
+from reflection.backends import open_task_store
 from reflection.embeddings import litellm_embedder
 from reflection.fileio import MemoryFileError
 from reflection.llm import ChatModel, LiteLLMModel, price_known
@@ -35,7 +36,7 @@ from reflection.meter import Meter
 from reflection.postgres.connection import PostgresUnavailable
 from reflection.service import ReflectionService
 from reflection.task_reflector import TaskReflector
-from reflection.task_store import JsonTaskReflectionStore
+from reflection.task_store import TaskReflectionStore
 
 if TYPE_CHECKING:
     from orchestrator.checks.review import ReviewGate
@@ -52,6 +53,7 @@ class Wiring:
     run_meter: Meter  # the run's, shared by its tasks
     memory_url: str | None  # memory.store's PostgreSQL URL; None: the JSONL files
     _memory: ProjectMemory | None = None
+    _notes: TaskReflectionStore | None = None  # task notes' store, once made
     _prices_known: bool | None = None
 
     # -- the loop of one task ---------------------------------------------------------
@@ -75,7 +77,8 @@ class Wiring:
             session_id=runlog.run_id,
             meter=task_meter,
             budget_check=combine(*(limit.before_attempt for limit in ledgers)),
-            task_reflector=self._task_reflector(metered) if c.task_reflection_on else None,
+            task_reflector=self.task_reflector(metered(c.reflection_model, "task_reflect"))
+            if c.task_reflection_on else None,
             memory=self.project_memory() if c.reflexion.enabled else None,
             review=self._review_gate(metered, repo or self.repo) if c.review.enabled else None,
         )
@@ -130,17 +133,26 @@ class Wiring:
                                  max_per_retry=c.reflexion.max_reflections_per_retry,
                                  template=self.templates.reflection)
 
-    def _task_reflector(self, metered: Callable[[str, str], ChatModel]) -> TaskReflector:
-        """Task reflection (memory.taskReflection): the reflection model, the project's file."""
-        from reflection.task_strategy import (
-            LlmReflectionStrategy,  # only a run that uses it
-        )
+    def task_reflector(self, model: ChatModel | None = None) -> TaskReflector:
+        """Task reflection (memory.taskReflection): the store and the strategy project.json
+        names (memory.taskReflectionStore, memory.taskReflectionStrategy). The store is one
+        per session; a store or strategy that cannot be made is a UserError (exit 2)."""
+        from reflection.task_choice import TaskChoiceError, open_task_strategy
 
         c = self.config
-        strategy = LlmReflectionStrategy(metered(c.reflection_model, "task_reflect"),
-                                         timeout_s=c.reflection_timeout_s,
-                                         template=c.memory.task_reflection_prompt)
-        return TaskReflector(JsonTaskReflectionStore(Layout(self.project_dir).task_reflections), strategy)
+        try:
+            if self._notes is None:
+                key = project_key(c, self.project_dir) if self.memory_url else ""
+                self._notes = open_task_store(c.memory.task_reflection_store, self.memory_url,
+                                              Layout(self.project_dir).reflections.parent, project=key)
+            strategy = open_task_strategy(c.memory.task_reflection_strategy,
+                                          model or self.base_model(c.reflection_model),
+                                          timeout_s=c.reflection_timeout_s, template=c.memory.task_reflection_prompt)
+        except TaskChoiceError as exc:
+            raise UserError(f"{exc} (memory.taskReflectionStore / taskReflectionStrategy)") from None
+        except PostgresUnavailable as exc:
+            raise MemoryUnavailable(f"{exc} (memory.store)") from None
+        return TaskReflector(self._notes, strategy)
 
     def _review_gate(self, metered: Callable[[str, str], ChatModel], repo: Repo) -> ReviewGate:
         """The review of passing attempts (review.enabled): the review model, the project's criteria."""
@@ -184,6 +196,9 @@ class Wiring:
     def close(self) -> None:
         if self._memory is not None:
             self._memory.close()
+        close = getattr(self._notes, "close", None)  # a database's connection; files hold nothing open
+        if close is not None:
+            close()
             self._memory = None
 
     # -- which models a run calls -----------------------------------------------------
