@@ -12,7 +12,6 @@ from orchestrator.loop.prompt import LastAttempt, attempt_prompt, baseline_block
 from orchestrator.loop.state import SubtaskState
 from reflection.schema import FailureContext, FailureStage, FailureType, Reflection
 
-
 # The judged outcomes whose failure the checks' output does not explain: the judge's own
 # reason is what the reflection is about.
 _JUDGED_STAGES: dict[str, FailureStage] = {"integrity": "integrity", "no_change": "no_change"}

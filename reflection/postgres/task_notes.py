@@ -16,8 +16,14 @@ from typing import TYPE_CHECKING
 import orjson
 from pydantic import ValidationError
 
-from reflection.postgres.connection import Database, PostgresUnavailable, apply_schema, first_line, psycopg_module
-from reflection.postgres.connection import safe_url
+from reflection.postgres.connection import (
+    Database,
+    PostgresUnavailable,
+    apply_schema,
+    first_line,
+    psycopg_module,
+    safe_url,
+)
 from reflection.task_reflection import TaskReflection
 
 if TYPE_CHECKING:
