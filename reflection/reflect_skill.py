@@ -20,6 +20,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -222,6 +223,17 @@ def _count(n: int, noun: str) -> str:
 # -- the skill ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Reflected:
+    """A reflection with what it was read from: the facts and the (redacted) task, which the
+    project's memory keeps as a lesson (reflection/reflect_memory.py)."""
+
+    result: ReflectResult
+    facts: ConversationFacts
+    task: str
+    weak: tuple[str, ...] = ()  # the criteria judged below their threshold
+
+
 async def reflect_on_conversation(
     request: ReflectRequest,
     *,
@@ -230,6 +242,17 @@ async def reflect_on_conversation(
     model: ChatModel | None = None,
 ) -> ReflectResult:
     """Score a conversation on `criteria`; the model's judgement where it gave one."""
+    return (await reflect_and_read(request, criteria=criteria, threshold=threshold, model=model)).result
+
+
+async def reflect_and_read(
+    request: ReflectRequest,
+    *,
+    criteria: Sequence[QualityCriterion],
+    threshold: float,
+    model: ChatModel | None = None,
+) -> Reflected:
+    """`reflect_on_conversation`, keeping the facts the result was made of."""
     started = time.perf_counter()
     # Secrets go before anything reads the conversation: the heuristic, a model, the store.
     conversation = [Message.model_validate(m) for m in redact_data([m.model_dump() for m in request.conversation])]
@@ -239,7 +262,9 @@ async def reflect_on_conversation(
     judged = await _judge(model, criteria, conversation, task) if model is not None else None
     if judged is not None:
         scores = _merged(scores, judged)
-    return _result(request, facts, scores, judged, criteria, threshold, started)
+    limits = {c.name: c.threshold for c in criteria}
+    weak = tuple(s.name for s in _known(scores) if s.score < limits.get(s.name, threshold))
+    return Reflected(_result(request, facts, scores, judged, criteria, threshold, started), facts, task, weak)
 
 
 async def _judge(

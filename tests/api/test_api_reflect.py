@@ -175,7 +175,7 @@ async def test_an_unexpected_failure_is_a_500_without_a_traceback(
     async def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("internal detail at /secret/place.py line 3")
 
-    monkeypatch.setattr(routes, "reflect_on_conversation", broken)
+    monkeypatch.setattr(routes, "reflect_and_read", broken)
     async with serve() as client:
         response = await client.post(REFLECT, json=reflect_body(project))
     assert response.status_code == 500
