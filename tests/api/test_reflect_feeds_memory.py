@@ -9,7 +9,8 @@ from pathlib import Path
 import anyio
 import orjson
 from apikit import REFLECT, Serve, reflect_body
-from projects import FIX_ADD, WRONG_ADD, do_one_task, events_of, init_repo, make_project, task
+import pytest
+from projects import FIX_ADD, WRONG_ADD, do_one_task, events_of, goldenloop, init_repo, make_project, task
 
 MEMORY = Path(".openagents") / "memory"
 SWALLOWED = "def add(a, b):\n    try:\n        return a - b\n    except:\n        pass\n"
@@ -43,7 +44,8 @@ def _records(project: Path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
 
 
-def test_the_next_task_is_shown_what_an_api_reflection_taught(serve: Serve, root: Path) -> None:
+def test_the_next_task_is_shown_what_an_api_reflection_taught(
+        serve: Serve, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The scripted model stands for one that reads its lessons: it fixes add only when shown this one.
     replies = [{"match": r"Task T-1:.*Lessons from earlier tasks.*reflect:session-9", "reply": FIX_ADD},
                {"match": "Task T-1:", "reply": WRONG_ADD, "times": None}]
@@ -58,6 +60,9 @@ def test_the_next_task_is_shown_what_an_api_reflection_taught(serve: Serve, root
     assert lesson["files"] == ["calc.py"] and lesson["title"] == "Fix add in calc.py"
     assert "Add more comprehensive error handling" in lesson["whatToDoDifferently"]
     assert "drops errors without a word" in lesson["whatWentWrong"]
+    capsys.readouterr()
+    assert goldenloop(repo, "memory", "list", "--agent", "reflect-api", "--json") == 0
+    assert lesson["id"] in capsys.readouterr().out  # listed like any task's lesson
 
     assert do_one_task(repo) == 0
     (shown,) = events_of(repo, "lessons_injected", "T-1")
