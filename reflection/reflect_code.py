@@ -28,8 +28,10 @@ LONG_LINE = 120
 _BARE_EXCEPT = re.compile(r"^[ \t]*except[ \t]*:", re.MULTILINE)
 _PASS_EXCEPT = re.compile(r"^([ \t]*)except\b[^\n]*:[ \t]*\n\1[ \t]+pass[ \t]*$", re.MULTILINE)
 _EMPTY_CATCH = re.compile(r"catch\s*(?:\([^)]*\))?\s*\{\s*\}")
-_LEFTOVER = re.compile(r"\b(?:TODO|FIXME|XXX)\b|\bbreakpoint\(\)|\bpdb\.set_trace\(\)|\bconsole\.log\(|^\s*debugger;?\s*$",
-                       re.MULTILINE)
+_LEFTOVER = re.compile(
+    r"\b(?:TODO|FIXME|XXX)\b|\bbreakpoint\(\)|\bpdb\.set_trace\(\)|\bconsole\.log\(|^[ \t]*debugger;?[ \t]*$",
+    re.MULTILINE,
+)
 _RAISE_WITH_MESSAGE = re.compile(r"\b(?:raise\s+\w+(?:\.\w+)*\(\s*[f'\"]|throw\s+new\s+\w+\(\s*[`'\"]"
                                  r"|errors\.New\(|fmt\.Errorf\(|panic\(\s*\")")
 _NAMED_CATCH = re.compile(r"^[ \t]*except\s+\(?[A-Z]\w*|catch\s*\(\s*\w+\s*(?::\s*\w+)?\s*\)\s*\{\s*\S", re.MULTILINE)

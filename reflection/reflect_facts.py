@@ -130,7 +130,8 @@ def _assistant_turn(text: str, written: list[str], read: list[str], code: list[C
         paths = _paths(before)
         if paths:
             written.append(paths[-1])  # "src/a.py:" above a block: the block is that file's new text
-        code.append(CodeSeen(paths[-1] if paths else None, _language(match.group(1), paths), match.group(2), whole=True))
+        path = paths[-1] if paths else None
+        code.append(CodeSeen(path, _language(match.group(1), paths), match.group(2), whole=True))
 
 
 def _sentence_paths(sentence: str, written: list[str], read: list[str]) -> None:

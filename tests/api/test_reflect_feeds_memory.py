@@ -8,8 +8,8 @@ from pathlib import Path
 
 import anyio
 import orjson
-from apikit import REFLECT, Serve, reflect_body
 import pytest
+from apikit import REFLECT, Serve, reflect_body
 from projects import FIX_ADD, WRONG_ADD, do_one_task, events_of, goldenloop, init_repo, make_project, task
 
 MEMORY = Path(".openagents") / "memory"
