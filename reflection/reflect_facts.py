@@ -1,7 +1,8 @@
 """What a (redacted) conversation shows, read without a model, for the Reflect skill.
 
 A file counts as **written** only on evidence of a write: a tool whose name says it
-writes (Write, Edit, MultiEdit, apply_patch, create_file, ...), a tool result that says
+writes (Write, Edit, MultiEdit, apply_patch, create_file, ...; not a to-do list's
+TodoWrite, nor an editing tool's `view` of a file), a tool result that says
 so ("File created successfully at: a.py", "The file a.py has been updated"), a diff's
 `+++ b/a.py` header, or an assistant sentence whose verb is one of writing ("changed
 a.py and b.py"). A path a tool read, listed or printed in a failure (`FAILED
@@ -27,7 +28,11 @@ _EXTENSIONS = (
 _PATH = re.compile(rf"(?<![\w/.:@-])((?:[\w.-]+/)*[\w-][\w.-]*\.(?:{_EXTENSIONS}))(?![\w/-])")
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|test_[\w-]+\.|[\w-]+_test\.|[\w.-]+\.(?:test|spec)\.)")
 _TOOL_PREFIX = re.compile(r"^\s*\[?([A-Za-z][\w-]{1,40})\]?:")
-_WRITE_TOOL = re.compile(r"write|edit|creat|patch|replace|insert|apply|save", re.IGNORECASE)
+_WRITE_TOOL = re.compile(r"^(?!.*todo)(?=.*(?:write|edit|creat|patch|replace|insert|apply|save))", re.IGNORECASE)
+# An editing tool that only showed a file (a `view` command): a read, whatever its name.
+_VIEWED = re.compile(r"^\s*Here's the (?:result of running `cat -n`|files and directories)", re.IGNORECASE)
+_EDITED = re.compile(r"\b(?:has been (?:edited|updated|created|modified)|created successfully|written)\b",
+                     re.IGNORECASE)
 _READ_TOOL = re.compile(r"read|view|cat\b|open|grep|glob|search|find|^ls$|list", re.IGNORECASE)
 _WRITE_VERB = re.compile(
     r"\b(?:creat(?:e|ed|ing)|wr(?:ote|ite|iting|itten)|modif(?:y|ied|ying)|updat(?:e|ed|ing)|edit(?:s|ed|ing)?"
@@ -113,11 +118,12 @@ def writes_of(conversation: Sequence[Turn]) -> Writes:
 def _tool_turn(turn: Turn, written: list[str], read: list[str], code: list[CodeSeen]) -> None:
     name = tool_name(turn)
     paths = _paths(turn.content)
-    if _WRITE_TOOL.search(name):
+    viewed = bool(_VIEWED.search(turn.content)) and not _EDITED.search(turn.content)
+    if _WRITE_TOOL.search(name) and not viewed:
         written += paths
         if _CODE_SIGN.search(turn.content):
             code.append(CodeSeen(paths[0] if paths else None, _language("", paths), turn.content, whole=False))
-    elif _READ_TOOL.search(name):
+    elif viewed or _READ_TOOL.search(name):
         read += paths
 
 

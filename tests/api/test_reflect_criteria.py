@@ -49,6 +49,17 @@ def test_reads_and_a_failed_test_path_are_not_writes_or_tests() -> None:
     assert (score, why) == (0.5, "Existing tests pass, but no test was added or changed for the change.")
 
 
+def test_a_to_do_list_and_a_view_through_an_editing_tool_are_not_writes() -> None:
+    result = _reflect([
+        {"role": "tool", "name": "TodoWrite", "content": "1. fix src/parse.py\n2. add tests/test_parse.py"},
+        {"role": "tool", "name": "str_replace_based_edit_tool",
+         "content": "Here's the result of running `cat -n` on src/util.py:\n     1\tdef helper():\n     2\t    return 1"},
+        {"role": "tool", "name": "Write", "content": "File created successfully at: src/parse.py"},
+        {"role": "assistant", "content": "Done."},
+    ])
+    assert result.insights[0] == "Modified 1 file"
+
+
 def test_tests_added_in_a_diff_are_counted_by_name() -> None:
     result = _reflect([FAILING_RUN, {"role": "tool", "name": "apply_patch", "content": TEST_DIFF},
                        _wrote(CAREFUL), PASSING_RUN, {"role": "assistant", "content": "Done, tests pass."}])
