@@ -53,7 +53,8 @@ def test_a_to_do_list_and_a_view_through_an_editing_tool_are_not_writes() -> Non
     result = _reflect([
         {"role": "tool", "name": "TodoWrite", "content": "1. fix src/parse.py\n2. add tests/test_parse.py"},
         {"role": "tool", "name": "str_replace_based_edit_tool",
-         "content": "Here's the result of running `cat -n` on src/util.py:\n     1\tdef helper():\n     2\t    return 1"},
+         "content": "Here's the result of running `cat -n` on src/util.py:\n     1\tdef helper():\n"
+                    "     2\t    return 1"},
         {"role": "tool", "name": "Write", "content": "File created successfully at: src/parse.py"},
         {"role": "assistant", "content": "Done."},
     ])
