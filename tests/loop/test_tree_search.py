@@ -52,7 +52,7 @@ def test_the_linear_loop_stays_in_the_dead_end(git_repo: Path) -> None:
     assert not events_of(repo, "tree_search")
 
 
-def test_the_best_candidate_is_expanded_from_its_own_tree(git_repo: Path) -> None:
+def test_the_best_candidate_is_expanded_from_its_own_tree(git_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     replies = [REFLECT, {"match": OTHER_WAY, "reply": write_file("calc.py", ZERO)},
                {"match": RETRY_BLOCK, "reply": "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n"
                                                 "    return a + b\n>>>>>>> REPLACE\n"},
@@ -64,6 +64,9 @@ def test_the_best_candidate_is_expanded_from_its_own_tree(git_repo: Path) -> Non
     # Attempt 2 (1 of 3) was worse than attempt 1 (2 of 3): attempt 3 starts from attempt 1's tree.
     assert (second["attempt"], second["score"], second["next"], second["startsFrom"]) == (2, 0.3333, "expand", 1)
     assert (repo / "calc.py").read_text() == FIXED
+    out = capsys.readouterr().out
+    assert "tree search: another candidate from the subtask's start" in out
+    assert "tree search: expanding the best candidate, attempt 1's tree" in out
 
 
 def test_nothing_is_committed_and_the_users_files_stay_when_every_candidate_fails(git_repo: Path) -> None:
