@@ -208,6 +208,13 @@ class RetryConfig(_ConfigModel):
     # stops as diminishing returns; 0: any gain is worth another retry.
     improvement_threshold: float = Field(default=0.0, ge=0, le=1)
     stop_on_diminishing_returns: bool = True
+    # "linear": each retry continues from the last attempt's tree (or the best, after a
+    # regression). "tree": a small search (orchestrator/loop/search.py): `tree_width`
+    # candidate attempts from one starting tree, then the best-scoring one expanded, at
+    # most `tree_depth` levels deep; the attempts are bounded by reflexion.maxRetries alike.
+    strategy: Literal["linear", "tree"] = "linear"
+    tree_width: int = Field(default=2, ge=2, le=4)
+    tree_depth: int = Field(default=2, ge=1, le=4)
 
 
 class KnownFailure(_ConfigModel):

@@ -151,6 +151,12 @@ class HumanLines:
     def _rolled_back(self, e: Event) -> str:
         return f"    rolled back to attempt {e.get('toAttempt')}'s tree (the best so far)"
 
+    def _tree_search(self, e: Event) -> str:
+        to = e.get("startsFrom")
+        where = f"attempt {to}'s tree" if to else "the subtask's start"
+        how = "another candidate from" if e.get("next") == "sibling" else "expanding the best candidate,"
+        return f"    tree search: {how} {where}"
+
     def _attempt_undone(self, e: Event) -> str:
         to = e.get("toAttempt")
         where = f"attempt {to}'s tree" if to else "the subtask's start"

@@ -148,6 +148,17 @@ class ReflectHistory:
             count = sum(1 for raw in data.split(b"\n") if _load(raw) is not None)
             return Archived(count, self.path.parent / ARCHIVE_FOLDER / name)
 
+    def check_memory_files(self, *names: str) -> None:
+        """UnsafeHistoryPath when `.openagents`, `memory` or one of these files in it is a
+        link or no regular file; the memory folder is made when missing. For a store that
+        opens the files by path (reflections.jsonl), checked just before it writes."""
+        with self._mutex, self._memory(create=True) as memory:
+            assert memory is not None  # created
+            for name in names:
+                fd = _open_file(memory, name, os.O_RDONLY)
+                if fd is not None:
+                    os.close(fd)
+
     @contextmanager
     def _memory(self, *, create: bool = False) -> Iterator[int | None]:
         """A descriptor on `.openagents/memory`, reached without following a link; None when

@@ -1,11 +1,15 @@
 """The Reflect skill (seed ADR-013): a conversation scored on weighted criteria, with insights.
 
 `reflect_on_conversation(request, criteria=..., threshold=...)` redacts the conversation
-first, then reads facts out of it (files named, tools used, error patterns, tests run or
-added, whether the last assistant turn claims completion or an error is left standing)
-and scores each criterion from them with one sentence of reasoning. With a model, one
-judge call (`reflection.pattern.judge`) scores the criteria instead; a criterion the
-model did not score keeps its heuristic score, and `source` says which one spoke.
+first, then reads facts out of it (reflection/reflect_facts.py: the files written, not
+those only read; the code written, read by reflection/reflect_code.py; the tests added
+or changed; tools used, error patterns, whether the last assistant turn claims
+completion or an error is left standing) and scores each criterion from them with one
+sentence of reasoning. A criterion those facts cannot judge is unknown: its score is
+null, its reasoning says so, and the success score is the weighted mean of the others.
+With a model, one judge call (`reflection.pattern.judge`) scores the criteria instead; a
+criterion the model did not score keeps its heuristic score, and `source` says which
+one spoke.
 
 The request and result are the REST API's JSON bodies (camelCase); nothing here knows
 about HTTP.
@@ -13,13 +17,12 @@ about HTTP.
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -29,8 +32,9 @@ from reflection.pattern.criteria import QualityCriterion
 from reflection.pattern.evaluation import CriterionScore, weighted_score
 from reflection.pattern.judge import Judged, judge_with_model
 from reflection.redact import redact, redact_data
+from reflection.reflect_facts import ConversationFacts, facts_of, unique
 from reflection.schema import CamelModel
-from reflection.text import one_line
+from reflection.text import english_list, one_line
 
 Role = Literal["user", "assistant", "system", "tool"]
 Source = Literal["heuristic", "llm"]
@@ -62,8 +66,10 @@ class ReflectRequest(CamelModel):
 
 
 class CriterionResult(CamelModel):
+    """One criterion's score; null when it cannot be judged without a model (`reasoning` says why)."""
+
     name: str
-    score: float = Field(ge=0.0, le=1.0)
+    score: float | None = Field(ge=0.0, le=1.0)
     reasoning: str
 
 
@@ -83,114 +89,19 @@ class ReflectResult(CamelModel):
     satisfactory: bool
     source: Source
 
-
-# -- what a conversation shows ------------------------------------------------------------
-
-_EXTENSIONS = (
-    "py|pyi|ts|tsx|js|jsx|mjs|cjs|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|scala|sh|sql"
-    "|md|rst|txt|json|ya?ml|toml|ini|cfg|html|css|scss|vue|svelte|lock"
-)
-_PATH = re.compile(rf"(?<![\w/.:@-])((?:[\w.-]+/)*[\w-][\w.-]*\.(?:{_EXTENSIONS}))(?![\w/-])")
-_TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|test_[\w-]+\.|[\w-]+_test\.|[\w.-]+\.(?:test|spec)\.)")
-_TOOL_PREFIX = re.compile(r"^\s*\[?([A-Za-z][\w-]{1,40})\]?:")
-_ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("traceback", re.compile(r"Traceback \(most recent call last\)")),
-    ("failing tests", re.compile(r"\bFAILED\b|\b[1-9]\d* failed\b|\bFAIL\b|\btests? failed\b", re.IGNORECASE)),
-    ("type errors", re.compile(r"\berror TS\d+|\berror: Incompatible types|\btypecheck failed", re.IGNORECASE)),
-    ("build errors", re.compile(r"\bnpm ERR!|\bcompilation failed|\berror\[E\d+\]|\bbuild failed", re.IGNORECASE)),
-)
-_NAMED_ERROR = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b|(?<![\w-])(Error):")
-_TEST_RUN = re.compile(
-    r"\b(?:pytest|unittest|npm (?:run )?test|yarn test|pnpm test|go test|cargo test|jest|vitest|mocha"
-    r"|test session starts|\d+ (?:passed|failed)|Ran \d+ tests?)\b",
-    re.IGNORECASE,
-)
-_PASSING = re.compile(r"\b\d+ passed\b(?!.*\b[1-9]\d* failed\b)|\ball (?:\d+ )?tests? pass|\bOK \(|\bPASS\b",
-                      re.IGNORECASE | re.DOTALL)
-_DONE = re.compile(
-    r"\b(?:done|completed?|implemented|finished|fixed|resolved|all tests pass(?:ed|ing)?|works now|is working)\b",
-    re.IGNORECASE,
-)
-_NOT_DONE = re.compile(
-    r"\b(?:unable to|could not|couldn't|not yet|still (?:fail|broken|error)\w*|blocked|gave up|failed to)\b",
-    re.IGNORECASE,
-)
-_HANDLING = re.compile(r"\b(?:try:|except\b|catch\s*\(|raise\b|throw new|error handling|validat\w+)", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class ConversationFacts:
-    """What the heuristic read out of a (redacted) conversation."""
-
-    files: tuple[str, ...]
-    tools: tuple[str, ...]
-    errors: tuple[str, ...]  # distinct error patterns, in the order met
-    tests_run: bool
-    tests_added: bool
-    tests_passing: bool  # the last test output seen passes
-    claims_done: bool
-    unresolved_error: bool
-    handles_errors: bool
-    assistant_turns: int
-
-
-def facts_of(conversation: Sequence[Message]) -> ConversationFacts:
-    """The heuristic's reading of a conversation (already redacted)."""
-    worked = [m for m in conversation if m.role in ("assistant", "tool")]
-    files = _unique(path for m in worked for path in _PATH.findall(m.content) if "://" not in path)
-    last_error, last_pass, last_test = -1, -1, None
-    errors: list[str] = []
-    for index, message in enumerate(worked):
-        found = _error_patterns(message.content)
-        errors.extend(found)
-        last_error = index if found else last_error
-        if not found and (_PASSING.search(message.content) or _claims_done(message)):
-            last_pass = index  # a pass, or the assistant saying it fixed what came before
-        if _TEST_RUN.search(message.content):
-            last_test = message.content
-    assistant = [m for m in conversation if m.role == "assistant"]
-    closing = assistant[-1].content if assistant else ""
-    return ConversationFacts(
-        files=files,
-        tools=_unique(_tool_name(m) for m in conversation if m.role == "tool"),
-        errors=_unique(errors),
-        tests_run=last_test is not None,
-        tests_added=any(_TEST_FILE.search(f) for f in files),
-        tests_passing=last_test is not None and bool(_PASSING.search(last_test)) and not _error_patterns(last_test),
-        claims_done=bool(assistant) and _claims_done(assistant[-1]),
-        unresolved_error=last_error > last_pass or bool(_NOT_DONE.search(closing)),
-        handles_errors=any(_HANDLING.search(m.content) for m in worked),
-        assistant_turns=len(assistant),
-    )
-
-
-def _claims_done(message: Message) -> bool:
-    return message.role == "assistant" and bool(_DONE.search(message.content)) and not _NOT_DONE.search(message.content)
-
-
-def _error_patterns(text: str) -> list[str]:
-    """The error kinds in one message: families (tracebacks, failing tests) and named errors."""
-    found = [kind for kind, pattern in _ERRORS if pattern.search(text)]
-    named = _unique(a or b for a, b in _NAMED_ERROR.findall(text))
-    # A bare "Error:" says less than the named error beside it.
-    return found + [n for n in named if n != "Error" or len(named) == 1]
-
-
-def _tool_name(message: Message) -> str:
-    if message.name and message.name.strip():
-        return message.name.strip()
-    prefix = _TOOL_PREFIX.match(message.content)
-    return prefix.group(1) if prefix else "tool"
-
-
-def _unique(items: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(items))
+    def to_dict(self) -> dict[str, Any]:
+        """As stored: an unknown score is written as null, not left out."""
+        return self.model_dump(mode="json", by_alias=True)
 
 
 # -- facts into scores --------------------------------------------------------------------
+# A rule returns a score in 0..1, or None when the criterion cannot be judged without a
+# model; its sentence then says why, and the score stays unknown (null) instead of invented.
+
+Judgement = tuple[float | None, str]
 
 
-def _task_completion(f: ConversationFacts) -> tuple[float, str]:
+def _task_completion(f: ConversationFacts) -> Judgement:
     if not f.assistant_turns:
         return 0.1, "The assistant never answered, so nothing was done."
     if f.unresolved_error:
@@ -202,35 +113,53 @@ def _task_completion(f: ConversationFacts) -> tuple[float, str]:
     return 0.5, "The conversation ends without a claim that the task is done."
 
 
-def _code_quality(f: ConversationFacts) -> tuple[float, str]:
-    if not f.files:
-        return 0.5, "No changed file was named, so the code itself could not be judged."
-    score = 0.8 - 0.1 * min(len(f.errors), 3) - (0.1 if f.unresolved_error else 0.0)
-    changed = _count(len(f.files), "file")
-    if f.errors:
-        return score, f"{changed} changed with {_count(len(f.errors), 'error pattern')} on the way."
-    return score, f"{changed} changed without errors along the way."
+def _code_quality(f: ConversationFacts) -> Judgement:
+    code = f.code
+    if not code.lines:
+        return None, ("None of the code the conversation changed can be read here (no diff, code block or "
+                      "written file content), so code quality cannot be judged without a model.")
+    problems = code.problems
+    score = 0.9 - 0.35 * bool(code.syntax_errors) - 0.15 * len(problems[len(code.syntax_errors):])
+    where = f" of {english_list(list(code.files[:3]))}" if code.files else ""
+    if not problems:
+        return score, (f"Read {_count(code.lines, 'changed line')}{where}: it parses, with no swallowed errors, "
+                       "long functions, deep nesting or leftovers.")
+    return max(0.1, score), f"Read {_count(code.lines, 'changed line')}{where}: {'; '.join(problems)}."
 
 
-def _error_handling(f: ConversationFacts) -> tuple[float, str]:
+def _error_handling(f: ConversationFacts) -> Judgement:
+    code = f.code
+    if code.swallowed:
+        return 0.3, f"The changed code drops errors without a word ({_count(code.swallowed, 'handler')})."
     if f.unresolved_error:
         return 0.3, f"{_count(len(f.errors), 'error pattern')} met and at least one left unresolved."
+    if code.raises_with_message or code.named_catches:
+        how = "raises errors with a message" if code.raises_with_message else "catches named exceptions"
+        return 0.85, f"The changed code {how}."
     if f.errors:
-        return 0.75, f"{_count(len(f.errors), 'error pattern')} met and resolved before the end."
-    if f.handles_errors:
-        return 0.8, "No errors occurred and the work mentions handling or validating them."
-    return 0.6, "No errors occurred, and error handling was not discussed."
+        return 0.75, f"{_count(len(f.errors), 'error pattern')} met during the work and resolved before the end."
+    return None, ("Neither error paths in the changed code nor errors during the work were seen, so error "
+                  "handling cannot be judged without a model.")
 
 
-def _test_coverage(f: ConversationFacts) -> tuple[float, str]:
-    if f.tests_added and f.tests_passing:
-        return 0.9, "Tests were added or changed, and they pass."
-    if f.tests_added:
-        return 0.65, "Tests were added or changed, but no passing run was seen."
+def _test_coverage(f: ConversationFacts) -> Judgement:
+    added, files = f.writes.tests_added, f.writes.test_files
+    if added or files:
+        what = (f"{_count(len(added), 'test')} added or changed ({english_list(list(added[:3]))})" if added
+                else f"{_count(len(files), 'test file')} written ({english_list(list(files[:3]))})")
+        if f.tests_passing:
+            return 0.9, f"{what}, and the last test run passes."
+        if f.tests_run:
+            return 0.5, f"{what}, but the last test run fails."
+        return 0.65, f"{what}, but no test run was seen."
+    if not f.writes.written and not f.code.lines and (f.claims_done or f.tests_passing):
+        ran = " Tests were run and pass." if f.tests_passing else ""
+        return None, ("The work is reported done but no file write was seen, so whether tests were added or "
+                      f"changed cannot be told without a model.{ran}")
     if f.tests_passing:
-        return 0.7, "Existing tests were run and pass, but none were added."
+        return 0.5, "Existing tests pass, but no test was added or changed for the change."
     if f.tests_run:
-        return 0.4, "Tests were run and still fail."
+        return 0.3, "Tests were run and still fail, and none was added or changed."
     return 0.2, "No tests were run or added."
 
 
@@ -256,14 +185,16 @@ _STRENGTHS = {
 }
 
 
-def heuristic_scores(facts: ConversationFacts, criteria: Sequence[QualityCriterion]) -> list[CriterionScore]:
-    """One score per criterion; a criterion without a rule gets a neutral 0.5 and says so."""
-    scores = []
+def heuristic_scores(facts: ConversationFacts, criteria: Sequence[QualityCriterion]) -> list[CriterionResult]:
+    """One result per criterion; a criterion without a rule, or one its rule cannot judge,
+    is unknown (score None) and says why."""
+    results = []
     for criterion in criteria:
         rule = _RULES.get(criterion.name)
-        score, why = rule(facts) if rule else (0.5, f"The heuristic has no rule for {criterion.name}.")
-        scores.append(CriterionScore(criterion.name, round(score, 4), why, evaluator="heuristic"))
-    return scores
+        score, why = rule(facts) if rule else (None, f"No rule judges {criterion.name} without a model.")
+        results.append(CriterionResult(name=criterion.name, score=None if score is None else round(score, 4),
+                                       reasoning=why))
+    return results
 
 
 def insights_of(facts: ConversationFacts) -> list[str]:
@@ -274,6 +205,8 @@ def insights_of(facts: ConversationFacts) -> list[str]:
         found.append("Used 1 tool" if len(facts.tools) == 1 else f"Used {len(facts.tools)} different tools")
     if facts.errors:
         found.append(f"Encountered {_count(len(facts.errors), 'error pattern')}: {', '.join(facts.errors[:3])}")
+    if facts.writes.tests_added:
+        found.append(f"Added or changed {_count(len(facts.writes.tests_added), 'test')}")
     if facts.tests_run:
         found.append("Tests were run and pass" if facts.tests_passing else "Tests were run and fail")
     if facts.unresolved_error:
@@ -290,6 +223,17 @@ def _count(n: int, noun: str) -> str:
 # -- the skill ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Reflected:
+    """A reflection with what it was read from: the facts and the (redacted) task, which the
+    project's memory keeps as a lesson (reflection/reflect_memory.py)."""
+
+    result: ReflectResult
+    facts: ConversationFacts
+    task: str
+    weak: tuple[str, ...] = ()  # the criteria judged below their threshold
+
+
 async def reflect_on_conversation(
     request: ReflectRequest,
     *,
@@ -298,6 +242,17 @@ async def reflect_on_conversation(
     model: ChatModel | None = None,
 ) -> ReflectResult:
     """Score a conversation on `criteria`; the model's judgement where it gave one."""
+    return (await reflect_and_read(request, criteria=criteria, threshold=threshold, model=model)).result
+
+
+async def reflect_and_read(
+    request: ReflectRequest,
+    *,
+    criteria: Sequence[QualityCriterion],
+    threshold: float,
+    model: ChatModel | None = None,
+) -> Reflected:
+    """`reflect_on_conversation`, keeping the facts the result was made of."""
     started = time.perf_counter()
     # Secrets go before anything reads the conversation: the heuristic, a model, the store.
     conversation = [Message.model_validate(m) for m in redact_data([m.model_dump() for m in request.conversation])]
@@ -307,7 +262,9 @@ async def reflect_on_conversation(
     judged = await _judge(model, criteria, conversation, task) if model is not None else None
     if judged is not None:
         scores = _merged(scores, judged)
-    return _result(request, facts, scores, judged, criteria, threshold, started)
+    limits = {c.name: c.threshold for c in criteria}
+    weak = tuple(s.name for s in _known(scores) if s.score < limits.get(s.name, threshold))
+    return Reflected(_result(request, facts, scores, judged, criteria, threshold, started), facts, task, weak)
 
 
 async def _judge(
@@ -323,15 +280,22 @@ def transcript(conversation: Sequence[Message]) -> str:
     return "\n\n".join(f"[{m.role}{':' + m.name if m.name else ''}]\n{m.content}" for m in conversation)
 
 
-def _merged(heuristic: list[CriterionScore], judged: Judged) -> list[CriterionScore]:
-    by_model = {s.name: s for s in judged.scores}
+def _merged(heuristic: list[CriterionResult], judged: Judged) -> list[CriterionResult]:
+    """The model's score where it gave one (an unknown included), else the heuristic's."""
+    by_model = {s.name: CriterionResult(name=s.name, score=round(s.score, 4), reasoning=s.reasoning)
+                for s in judged.scores}
     return [by_model.get(s.name, s) for s in heuristic]
+
+
+def _known(scores: Sequence[CriterionResult]) -> list[CriterionScore]:
+    """The scores that were judged, for the weighted mean: an unknown one counts for nothing."""
+    return [CriterionScore(s.name, s.score, s.reasoning) for s in scores if s.score is not None]
 
 
 def _result(
     request: ReflectRequest,
     facts: ConversationFacts,
-    scores: list[CriterionScore],
+    scores: list[CriterionResult],
     judged: Judged | None,
     criteria: Sequence[QualityCriterion],
     threshold: float,
@@ -339,17 +303,18 @@ def _result(
 ) -> ReflectResult:
     cap = request.max_insights
     limits = {c.name: c.threshold for c in criteria}
-    weak = [s for s in scores if s.score < limits.get(s.name, threshold)]
-    strong = [s for s in scores if s not in weak]
+    known = _known(scores)
+    weak = [s for s in known if s.score < limits.get(s.name, threshold)]
+    strong = [s for s in known if s not in weak]
     improvements = _clean(judged.suggestions or judged.issues if judged else [])
     improvements = improvements or [_IMPROVEMENTS.get(s.name, f"Improve {s.name.replace('_', ' ')}") for s in weak]
     strengths = _clean(judged.strengths if judged else []) or [_strength(s.name) for s in strong]
-    overall = round(weighted_score(scores, criteria), 4)
+    overall = round(weighted_score(known, criteria), 4)  # over the criteria judged; none: 0
     return ReflectResult(
         reflection_id=f"reflect-{time.time_ns() // 1_000_000}-{secrets.token_hex(3)}",
         session_id=redact(request.session_id),
         success_score=overall,
-        criterion_scores=[CriterionResult(name=s.name, score=round(s.score, 4), reasoning=s.reasoning) for s in scores],
+        criterion_scores=scores,
         insights=_insights(insights_of(facts), _clean(judged.issues if judged else []), cap),
         improvements=improvements[:cap],
         strengths=strengths[:cap],
@@ -372,4 +337,4 @@ def _strength(name: str) -> str:
 
 def _clean(items: Iterable[str]) -> list[str]:
     """A model's list items as one redacted line each, duplicates dropped."""
-    return list(_unique(one_line(redact(item), 300) for item in items if item.strip()))
+    return list(unique(one_line(redact(item), 300) for item in items if item.strip()))

@@ -24,7 +24,7 @@ from typing import Any
 import git
 import orjson
 
-from bench.humaneval.modes import FIXED_TRIALS, Mode
+from bench.humaneval.modes import Mode
 from bench.humaneval.problems import Problem
 
 SOLUTION = "solution.py"
@@ -103,7 +103,7 @@ def project_config(
         },
         "executor": {"editFormat": edit_format},
         "timeouts": {"verifySeconds": verify_timeout_s, "modelSeconds": model_timeout_s},
-        "retry": FIXED_TRIALS,
+        "retry": mode.retry,
     }
 
 

@@ -34,6 +34,12 @@ class Mode(BaseModel):
     label: str
     reflexion: bool
     max_retries: int
+    strategy: str = "linear"  # retry.strategy
+
+    @property
+    def retry(self) -> dict[str, Any]:
+        """The project's `retry` block: the fixed-trial protocol, and the mode's strategy."""
+        return FIXED_TRIALS if self.strategy == "linear" else {**FIXED_TRIALS, "strategy": self.strategy}
 
     @property
     def max_attempts(self) -> int:
@@ -52,10 +58,14 @@ MODES: dict[str, Mode] = {
 
 # Not goldenloop: the model asked directly, once per problem (see control.py).
 CONTROL = Mode(name="control", label="direct prompt (control)", reflexion=False, max_retries=0)
+# Opt-in (`--modes ...,tree`): reflexion retries as a tree search, `retry.strategy: "tree"`
+# (width 2, depth 2): two candidates from the stub, then two from the better one.
+TREE = Mode(name="tree", label="reflexion, tree search", reflexion=True, max_retries=MAX_ATTEMPTS - 1,
+            strategy="tree")
 
 
 def parse_modes(text: str) -> list[Mode]:
-    known = {**MODES, CONTROL.name: CONTROL}
+    known = {**MODES, CONTROL.name: CONTROL, TREE.name: TREE}
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown or not names:

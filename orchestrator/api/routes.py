@@ -22,13 +22,14 @@ from starlette.responses import Response
 
 from orchestrator.api.errors import ApiError, JsonBody
 from orchestrator.api.guard import project_folder, read_body, require_json
+from orchestrator.api.memory_feed import MemoryFeed
 from orchestrator.api.openapi import openapi_document
-from orchestrator.api.schemas import ClearResponse, HealthResponse, ReflectResponse
+from orchestrator.api.schemas import ClearResponse, HealthResponse, MemoryNote, ReflectResponse
 from orchestrator.api.settings import ApiSettings
 from reflection.fileio import LockTimeout
 from reflection.redact import redact
 from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath
-from reflection.reflect_skill import ReflectRequest, reflect_on_conversation
+from reflection.reflect_skill import ReflectRequest, reflect_and_read
 
 T = TypeVar("T")
 
@@ -39,6 +40,7 @@ class Project:
 
     history: ReflectHistory
     turn: anyio.Lock
+    memory: MemoryFeed  # what the loop reads: reflections feed it too
 
 
 class ApiState:
@@ -53,7 +55,7 @@ class ApiState:
     def project(self, folder: Path) -> Project:
         if folder not in self._projects:
             history = ReflectHistory(folder, max_per_session=self.settings.reflect.max_reflections)
-            self._projects[folder] = Project(history, anyio.Lock())
+            self._projects[folder] = Project(history, anyio.Lock(), MemoryFeed(folder, history))
         return self._projects[folder]
 
 
@@ -84,13 +86,15 @@ async def reflect(request: Request) -> Response:
     # Refused before the model is paid for; the append checks again under the lock.
     if await on_disk(project, project.history.full, redact(asked.session_id)):
         raise ApiError(409, str(ReflectionLimitReached(redact(asked.session_id), config.max_reflections)))
-    result = await reflect_on_conversation(asked, criteria=config.criteria, threshold=config.threshold,
-                                           model=state.settings.model)
+    reflected = await reflect_and_read(asked, criteria=config.criteria, threshold=config.threshold,
+                                       model=state.settings.model)
     try:
-        await on_disk(project, project.history.append, result)
+        await on_disk(project, project.history.append, reflected.result)
     except ReflectionLimitReached as exc:
         raise ApiError(409, str(exc)) from None
-    return _ok(ReflectResponse(result=result))
+    kept = await on_disk(project, project.memory.remember, reflected) if config.to_memory else None
+    memory = MemoryNote(lesson_id=kept.lesson_id, reason=kept.reason) if kept else None
+    return _ok(ReflectResponse(result=reflected.result, memory=memory))
 
 
 async def history_endpoint(request: Request) -> Response:

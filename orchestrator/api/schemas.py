@@ -11,9 +11,17 @@ from reflection.reflect_skill import ReflectResult
 from reflection.schema import CamelModel
 
 
+class MemoryNote(CamelModel):
+    """What the project's memory (the lessons the golden loop reads) kept of a reflection."""
+
+    lesson_id: str | None = Field(description="the lesson's id in the project's memory, or null when none was kept")
+    reason: str = Field(description="one sentence: what was kept, or why nothing was")
+
+
 class ReflectResponse(CamelModel):
     success: Literal[True] = True
     result: ReflectResult
+    memory: MemoryNote | None = Field(default=None, description="null when REFLECT_TO_MEMORY is off")
 
 
 class HistoryResponse(CamelModel):

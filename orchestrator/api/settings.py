@@ -38,6 +38,7 @@ class ReflectConfig:
     criteria: tuple[QualityCriterion, ...] = REVIEW_CRITERIA
     threshold: float = DEFAULT_THRESHOLD
     max_reflections: int = DEFAULT_MAX_PER_SESSION
+    to_memory: bool = True  # each reflection also leaves a lesson in the project's memory
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def reflect_config_from_env(env: Mapping[str, str], *, with_model: bool) -> Refl
         criteria=_criteria(env.get("REFLECT_DEFAULT_CRITERIA"), with_model),
         threshold=_threshold(env.get("REFLECT_SUCCESS_THRESHOLD")),
         max_reflections=_at_least_one(env.get("REFLECT_MAX_REFLECTIONS")),
+        to_memory=_flag(env, "REFLECT_TO_MEMORY", True),
     )
 
 

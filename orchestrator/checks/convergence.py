@@ -130,6 +130,7 @@ class ProgressTracker:
             detect_oscillation=stop_on_oscillation,
             stop_on_plateau=stop_on_plateau,
             rollback_regressions=rollback_regressions,
+            stability_threshold=None,  # an attempt's tree unchanged is a plateau, not this rule
         )
         self._tracker = ConvergenceTracker(self.settings)
         self._attempts: dict[int, AttemptScore] = {}  # number -> as recorded, for `history` and `best`

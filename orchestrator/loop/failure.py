@@ -58,6 +58,8 @@ def _stop_reason(s: SubtaskState, judged: Judgement, decision: Decision | None) 
     """Why no retry follows this failed attempt, or None when one does."""
     if judged.escalate or decision is None:
         return StopReason.ENVIRONMENT
+    if s.search is not None:  # retry.strategy "tree": siblings are no sequence to converge
+        return None
     if decision.action == "stop" and s.attempt < s.max_attempts:
         return decision.reason or StopReason.PLATEAU
     return None
@@ -70,6 +72,11 @@ async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: J
     failure = judged.failure
     if decision is not None and decision.repeated_signature:
         failure += "\n\nThis is exactly the failure of the attempt before: that fix did not work."
+    if s.search is not None and n < s.max_attempts:  # retry.strategy "tree": the search picks the starting tree
+        s.previous_signature = verdict.digest.signature if verdict.digest else None
+        s.earlier.failures[n] = failure
+        s.last = await s.search.branch(s, n, diff, failure, judged.outcome)
+        return
     if decision is not None and decision.action == "rollback" and decision.rollback_to in s.earlier.patches:
         best = s.earlier.snapshot(decision.rollback_to)
         assert best is not None
@@ -127,9 +134,11 @@ async def repeated(s: SubtaskState, a: Attempt, same_as: int, executed: Executio
         e.judgements[n] = e.judgements[same_as]
     await s.roll_back_to(None)  # the next attempt starts over, too
     s.start = None
+    if s.search is not None:  # ... from the search's current starting tree
+        await s.search.restart(s)
     if same_as in e.scores:
         decision = s.track(dataclasses.replace(e.scores[same_as], number=n), always_log=True)
-        if decision.action == "stop" and n < s.max_attempts:
+        if decision.action == "stop" and n < s.max_attempts and s.search is None:
             raise Escalate(decision.reason or StopReason.PLATEAU)
     s.last = LastAttempt(n, diff, e.failures[n], repeat_of=same_as)
     raise Retry

@@ -30,6 +30,9 @@ class LastAttempt:
     agent_failed: bool = False  # an external agent's run failed (rather than a reply unapplied)
     repeat_of: int | None = None  # the earlier attempt whose code this one gave back
     reviewed: bool = False  # it passed the checks; `failure` says what its review asks to improve
+    # retry.strategy "tree": the files went back to where this attempt started (these
+    # words say where); the next attempt is asked for another approach (loop/search.py).
+    other_way_from: str | None = None
 
 
 def attempt_prompt(
@@ -141,6 +144,14 @@ def _last_attempt_block(last: LastAttempt) -> str:
     diff = last.diff or "(the attempt changed no files)"
     if len(diff) > DIFF_LIMIT:
         diff = diff[:DIFF_LIMIT] + f"\n[... {len(diff) - DIFF_LIMIT} characters omitted ...]"
+    if last.other_way_from is not None:
+        return (
+            f"## Attempt {last.number} failed: try another way\n"
+            f"The files are back to where attempt {last.number} started: {last.other_way_from}\n\n"
+            f"Attempt {last.number}'s approach is shown below so that you can avoid it: take a "
+            "different approach rather than repairing or repeating it.\n\n"
+            f"### Its diff\n```diff\n{diff}\n```\n\n### Why it failed\n```\n{last.failure}\n```"
+        )
     if last.reviewed:
         return (
             f"## Attempt {last.number} passed the checks; its review asks for more\n"

@@ -30,6 +30,7 @@ from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import AttemptOutcome, AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.loop.prompt import LastAttempt
 from orchestrator.loop.remember import record_use
+from orchestrator.loop.search import TreeSearch
 from orchestrator.loop.tree import SubtaskTree
 from orchestrator.recovery.journal import Journal
 from orchestrator.tasks import Task
@@ -73,6 +74,8 @@ class SubtaskState:
         self.judge = Judge(parts.repo.root, c.checks, c.retry, baseline=baseline, waivers=self.waivers,
                            task_text=task_text(task), about_tests=subtask.about_tests)
         self.tracker = progress_tracker(c.retry)
+        # retry.strategy "tree": the search that picks each retry's starting tree (loop/search.py)
+        self.search = TreeSearch(c.retry.tree_width, c.retry.tree_depth) if c.retry.strategy == "tree" else None
         self.decision: Decision | None = None  # the tracker's last word
         self.attempt = 0  # this run's attempts: "attempt k/N"
         self.reflections = 0  # reflections written
@@ -170,7 +173,8 @@ class SubtaskState:
 def progress_tracker(r: RetryConfig) -> ProgressTracker:
     return ProgressTracker(plateau_window=r.plateau_window, stop_on_plateau=r.stop_on_plateau,
                            stop_on_oscillation=r.stop_on_oscillation,
-                           rollback_regressions=r.rollback_regressions,
+                           # a search picks its own starting trees: no "starts from the best" for it
+                           rollback_regressions=r.rollback_regressions and r.strategy == "linear",
                            improvement_threshold=r.improvement_threshold if r.stop_on_diminishing_returns else 0.0)
 
 

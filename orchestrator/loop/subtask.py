@@ -103,7 +103,7 @@ class SubtaskRun:
             except KeepBest as stop:
                 return await self.keep_best(stop.why)
         why = StopReason.MAX_RETRIES
-        if s.decision is not None and s.decision.action == "rollback":
+        if s.decision is not None and s.decision.action == "rollback" and s.search is None:
             why = StopReason.REGRESSION  # the last retry made things worse
         return await self.escalate(why)
 

@@ -14,13 +14,16 @@ sentence that explains it. The rules:
 - **Environment** stops at once: the step could not even be checked, so no retry helps.
 - **Token budget** stops once the tokens of all steps reach `token_budget`.
 - **Diminishing returns** (stop): a new best gained less than `improvement_threshold`
-  of score over the best before it. The small new best is kept as best. A gain told
+  (0.05 by default, the seed's; 0 turns it off) of score over the best before it. The small new best is kept as best. A gain told
   only by fewer failing items has no size, so it is never diminishing.
 - **Oscillation** (stop): the last three changes from one step to the next were all
   real and alternated (better, worse, better or worse, better, worse); or the step
   failed exactly as an earlier step did, but not as the one just before (A, B, A).
-- **Semantic stability** (stop): the step's output is, within `stability_threshold`,
-  the same as the one before it: revising no longer changes anything.
+- **Semantic stability** (stop): the step's output is, within `stability_threshold`
+  (0.9 by default), the same answer as the one before it: revising no longer changes
+  anything. The caller may measure the likeness itself (`Step.similarity`, from an
+  embedding); otherwise it is the lexical comparison, which tells a reworded answer
+  from a new one (reflection/pattern/stability.py).
 - **Plateau** (stop): each of the last `plateau_iterations` steps was no better than
   the best step before it.
 - **Regression** (roll back): the step is worse than the best so far; `rollback_to`
@@ -36,13 +39,14 @@ Pure and deterministic: no I/O, no clock.
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import pairwise
 from typing import Literal
+
+from reflection.pattern.stability import lexical_similarity
 
 log = logging.getLogger("goldenloop.convergence")
 
@@ -75,6 +79,9 @@ class Step:
     environment: bool = False  # the output could not be checked at all
     output: str | None = None  # the output's text, for semantic stability; None: not compared
     tokens: int | None = None  # tokens this step spent; None: unknown
+    # How alike the output is to the step before's, when the caller measured it (an
+    # embedding, reflection/pattern/stability.py); None: compared here with `similarity`.
+    similarity: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.score <= 1.0:
@@ -87,11 +94,11 @@ class ConvergenceSettings:
 
     plateau_iterations: int = 2
     min_improvement: float = 1e-9  # a smaller score change is no change
-    improvement_threshold: float = 0.0  # a new best gaining less stops (diminishing); 0: off
+    improvement_threshold: float = 0.05  # a new best gaining less stops (diminishing); 0: off
     detect_oscillation: bool = True
     stop_on_plateau: bool = True
     rollback_regressions: bool = True
-    stability_threshold: float | None = None  # output similarity 0..1 that stops; None: off
+    stability_threshold: float | None = 0.9  # output similarity 0..1 that stops; None: off
     token_budget: int | None = None  # total tokens that stop; None: no budget
 
     def __post_init__(self) -> None:
@@ -131,11 +138,9 @@ class Wording:
 
 
 def similarity(a: str, b: str) -> float:
-    """1.0 for texts equal up to whitespace, else difflib's ratio (quick bounds first)."""
-    if " ".join(a.split()) == " ".join(b.split()):
-        return 1.0
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    return matcher.ratio()
+    """How alike two outputs are, 0..1, without a model: the lexical comparison of
+    reflection/pattern/stability.py (a paraphrase of prose is alike, a new answer is not)."""
+    return lexical_similarity(a, b)
 
 
 @dataclass
@@ -286,9 +291,14 @@ class ConvergenceTracker:
     def _stable(self, step: Step, previous: Step | None) -> str | None:
         """The output is (nearly) the one before it: revising has stopped changing it."""
         threshold = self.settings.stability_threshold
-        if threshold is None or previous is None or step.output is None or previous.output is None:
+        if threshold is None or previous is None:
             return None
-        ratio = similarity(step.output, previous.output)
+        if step.similarity is not None:
+            ratio = step.similarity
+        elif step.output is None or previous.output is None:
+            return None
+        else:
+            ratio = similarity(step.output, previous.output)
         if ratio < threshold:
             return None
         return (

@@ -33,6 +33,8 @@ from reflection.pattern.evaluators import criteria_problem, evaluate
 from reflection.pattern.history import SELECTION_RULES, ReflectionHistory, ReflectionVersion, select_best
 from reflection.pattern.judge import template_problem
 from reflection.pattern.revision import STRATEGIES, Earlier, Strategy, choose_strategy, revision_prompt
+from reflection.pattern.run import PatternRun, current_run, enter_run, leave_run, tokens_of
+from reflection.pattern.stability import Embed, similarity_for
 from reflection.pattern.triggers import TriggerSettings, tool_issues
 from reflection.schema import Usage
 from reflection.text import one_line
@@ -82,27 +84,6 @@ class ReflectionResult:
     execution_time: float
 
 
-def add_usage(a: Usage, b: Usage | None) -> Usage:
-    """Tokens add up, unknown plus known is the known; a cost unknown on one side stays unknown."""
-    if b is None or b == Usage():
-        return a
-    if a == Usage():
-        return b
-
-    def plus(x: int | None, y: int | None) -> int | None:
-        return None if x is None and y is None else (x or 0) + (y or 0)
-
-    cost = None if a.cost_usd is None or b.cost_usd is None else a.cost_usd + b.cost_usd
-    return Usage(input_tokens=plus(a.input_tokens, b.input_tokens),
-                 output_tokens=plus(a.output_tokens, b.output_tokens), cost_usd=cost)
-
-
-def _tokens(usage: Usage) -> int | None:
-    if usage.input_tokens is None and usage.output_tokens is None:
-        return None
-    return (usage.input_tokens or 0) + (usage.output_tokens or 0)
-
-
 class ReflectionPattern:
     """Iterative self-improvement of one output; see the module's doc and docs/PATTERN.md."""
 
@@ -129,6 +110,7 @@ class ReflectionPattern:
         reflect_on_tools: Sequence[str] = (),
         quality_drop_threshold: float | None = None,
         judge_timeout_s: float = 60.0,
+        embedding_model: str | Embed | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -161,51 +143,60 @@ class ReflectionPattern:
             list(reflection_triggers), reflection_interval=reflection_interval, reflect_on_error=reflect_on_error,
             reflect_on_tools=reflect_on_tools, quality_drop_threshold=quality_drop_threshold)
         self.judge_timeout_s = judge_timeout_s
-        self._reset(None, "")
+        self.similarity = similarity_for(embedding_model)
+        self._last = self._new_run(None, "")  # what get_history shows outside a run
 
     # --- state ----------------------------------------------------------------------------------
 
-    def _reset(self, agent: Agent | None, query: str) -> None:
-        self._agent = agent
-        self._query = query
-        self._versions: list[ReflectionVersion] = []
-        self._reason: ConvergenceReason | None = None
-        self._usage = Usage()
-        self._step_usage = Usage()  # of the version being made: its generation and reflections
-        self._requested = False
-        self._tracker = ConvergenceTracker(self.convergence, WORDING)
+    def _new_run(self, agent: Agent | None, query: str) -> PatternRun:
+        return PatternRun(agent, query, ConvergenceTracker(self.convergence, WORDING))
+
+    @property
+    def _run(self) -> PatternRun:
+        """The run in progress in this context (each execute has its own), else the last one."""
+        return current_run(self) or self._last
 
     def request_reflection(self) -> None:
-        """The `manual` trigger: the next decision to stop is overridden by one more round."""
-        self._requested = True
+        """The `manual` trigger: the next decision to stop is overridden by one more round
+        (of the run this is called from, as in a callback; else of the last run begun)."""
+        self._run.requested = True
 
     def get_history(self) -> ReflectionHistory:
-        kept = self._versions if self.preserve_all_versions else self._kept()
+        kept = self._run.versions if self.preserve_all_versions else self._kept()
         return ReflectionHistory(
             versions=list(kept),
-            best_version=select_best(self._versions, self.best_version_selection),
-            final_version=self._versions[-1] if self._versions else None,
-            convergence_reason=self._reason.value if self._reason else None,
-            total_iterations=len(self._versions),
+            best_version=select_best(self._run.versions, self.best_version_selection),
+            final_version=self._run.versions[-1] if self._run.versions else None,
+            convergence_reason=self._run.reason.value if self._run.reason else None,
+            total_iterations=len(self._run.versions),
         )
 
     def get_best_version(self) -> ReflectionVersion:
-        best = select_best(self._versions, self.best_version_selection)
+        best = select_best(self._run.versions, self.best_version_selection)
         if best is None:
             raise LookupError("no version yet: call execute first")
         return best
 
     def _kept(self) -> list[ReflectionVersion]:
         """Without preserve_all_versions: the best and the final version only."""
-        keep = {id(self.get_best_version()), id(self._versions[-1])} if self._versions else set()
-        return [v for v in self._versions if id(v) in keep]
+        keep = {id(self.get_best_version()), id(self._run.versions[-1])} if self._run.versions else set()
+        return [v for v in self._run.versions if id(v) in keep]
 
     # --- the loop -------------------------------------------------------------------------------
 
     async def execute(self, agent: object, query: str) -> ReflectionResult:
-        """Generate, reflect and revise until a rule, a callback or a limit stops it."""
+        """Generate, reflect and revise until a rule, a callback or a limit stops it.
+        Concurrent calls on one pattern are independent runs."""
+        run = self._last = self._new_run(as_agent(agent), query)
+        token = enter_run(self, run)
+        try:
+            return await self._execute(run)
+        finally:
+            leave_run(token)
+
+    async def _execute(self, run: PatternRun) -> ReflectionResult:
         started = time.perf_counter()
-        self._reset(as_agent(agent), query)
+        query = run.query
         output = await self._run_agent(query, max_tokens=None)
         improvements: list[str] = []
         extra: dict[str, object] = {}
@@ -213,12 +204,12 @@ class ReflectionPattern:
         while True:
             await self.callbacks.on_generation(output.text, iteration)
             version = await self._reflect_version(iteration, output, improvements, extra)
-            decision = self._tracker.record(self._step(version))
+            decision = run.tracker.record(await self._step(version))
             stop, base = await self._resolve(decision, version)
             if stop is None and iteration >= self.max_iterations:
                 stop = ConvergenceReason.MAX_ITERATIONS
             if stop is not None:
-                self._reason = stop
+                run.reason = stop
                 break
             strategy = self._strategy(base, decision)
             improvements = [*base.evaluation.issues, *base.evaluation.suggestions]
@@ -230,21 +221,20 @@ class ReflectionPattern:
 
     async def _run_agent(self, prompt: str, *, max_tokens: int | None) -> AgentOutput:
         """The agent's output; an error becomes an output with `error` set, or AgentError."""
-        assert self._agent is not None
+        assert self._run.agent is not None
         try:
-            output = await self._agent.run(prompt, max_tokens=max_tokens)
+            output = await self._run.agent.run(prompt, max_tokens=max_tokens)
         except Exception as exc:  # noqa: BLE001 - the error trigger reflects on any failure
             if not self.triggers.reflect_on_error:
                 raise AgentError(f"the agent failed: {exc}") from exc
-            output = AgentOutput(self._versions[-1].output if self._versions else "", error=f"{type(exc).__name__}: {exc}")
+            output = AgentOutput(self._run.versions[-1].output if self._run.versions else "", error=f"{type(exc).__name__}: {exc}")
         if output.error and not self.triggers.reflect_on_error:
             raise AgentError(f"the agent reported an error: {output.error}")
         self._spend(output.usage)
         return output
 
     def _spend(self, usage: Usage | None) -> None:
-        self._usage = add_usage(self._usage, usage)
-        self._step_usage = add_usage(self._step_usage, usage)
+        self._run.spend(usage)
 
     async def _reflect_version(
         self, iteration: int, output: AgentOutput, improvements: list[str], extra: dict[str, object]
@@ -258,18 +248,18 @@ class ReflectionPattern:
             evaluation = await self.reflect(output.text)
             evaluation, more = await self._triggered(output, evaluation)
             fired += more
-        if self._versions and (dropped := self.triggers.dropped(self._versions[-1].evaluation, evaluation)):
+        if self._run.versions and (dropped := self.triggers.dropped(self._run.versions[-1].evaluation, evaluation)):
             evaluation = dataclasses.replace(evaluation, issues=[*dropped, *evaluation.issues])
             fired.append("quality_drop")
         watched = self.triggers.watched(output)
         version = ReflectionVersion(
             iteration=iteration, output=output.text, evaluation=evaluation, improvements_applied=improvements,
-            token_usage=self._step_usage,
+            token_usage=self._run.step_usage,
             extra={**extra, "triggers": fired,
                    "toolResults": [{"tool": r.tool, "ok": r.ok, "output": one_line(r.output, 500)} for r in watched]},
         )
-        self._step_usage = Usage()
-        self._versions.append(version)
+        self._run.step_usage = Usage()
+        self._run.versions.append(version)
         return version
 
     async def _triggered(
@@ -300,12 +290,20 @@ class ReflectionPattern:
         return evaluation_of(scores, self.criteria, self.quality_threshold,
                              issues=[f"the run failed: {one_line(error, 300)}"], confidence=1.0)
 
-    def _step(self, version: ReflectionVersion) -> Step:
+    async def _step(self, version: ReflectionVersion) -> Step:
         thresholds = {c.name: c.threshold for c in self.criteria}
         e = version.evaluation
         failing = frozenset(n for n, s in e.criteria_scores.items() if s < thresholds.get(n, 0.0))
         return Step(version.iteration, e.overall_score, failing, satisfied=e.satisfactory,
-                    output=version.output, tokens=_tokens(version.token_usage))
+                    output=version.output, tokens=tokens_of(version.token_usage),
+                    similarity=await self._similar_to_previous(version))
+
+    async def _similar_to_previous(self, version: ReflectionVersion) -> float | None:
+        """How alike this version is to the one before (the stability rule); None: not asked."""
+        versions = self._run.versions
+        if self.convergence.stability_threshold is None or len(versions) < 2 or version is not versions[-1]:
+            return None
+        return await self.similarity(versions[-2].output, version.output)
 
     async def _resolve(
         self, decision: Decision, version: ReflectionVersion
@@ -320,8 +318,8 @@ class ReflectionPattern:
         if stop is not None and stop is not ConvergenceReason.TOKEN_BUDGET:
             if said is ReflectionDecision.CONTINUE:
                 stop = None
-            elif self._requested:
-                self._requested, stop = False, None
+            elif self._run.requested:
+                self._run.requested, stop = False, None
         return stop, self._base(decision, version)
 
     def _base(self, decision: Decision, version: ReflectionVersion) -> ReflectionVersion:
@@ -329,31 +327,31 @@ class ReflectionPattern:
         dropped = "quality_drop" in version.extra.get("triggers", [])
         if decision.rollback_to is None or not (self.convergence.rollback_regressions or dropped):
             return version
-        return next(v for v in self._versions if v.iteration == decision.rollback_to)
+        return next(v for v in self._run.versions if v.iteration == decision.rollback_to)
 
     def _strategy(self, base: ReflectionVersion, decision: Decision) -> Strategy:
         return choose_strategy(self.revision_strategy, base.evaluation, self.criteria,
                                after_regression=decision.rollback_to is not None)
 
     def _prompt(self, base: ReflectionVersion, strategy: Strategy) -> str:
-        earlier = [Earlier(v.iteration, v.output, v.evaluation) for v in self._versions if v is not base]
+        earlier = [Earlier(v.iteration, v.output, v.evaluation) for v in self._run.versions if v is not base]
         tools = [f"{r['tool']} ({'ok' if r['ok'] else 'failed'}): {r['output']}"
                  for r in base.extra.get("toolResults", [])]
-        return revision_prompt(strategy, self._query, base.output, base.evaluation, iteration=base.iteration,
+        return revision_prompt(strategy, self._run.query, base.output, base.evaluation, iteration=base.iteration,
                                structured=self.structured_reflection, earlier=earlier,
                                show_reviews=self.include_reflection_history,
                                show_outputs=self.include_prior_versions, tool_results=tools)
 
     def _result(self, started: float) -> ReflectionResult:
         history = self.get_history()
-        final = self._versions[-1]
+        final = self._run.versions[-1]
         best = history.best_version or final
-        reason = self._reason or ConvergenceReason.MAX_ITERATIONS
+        reason = self._run.reason or ConvergenceReason.MAX_ITERATIONS
         success = reason is ConvergenceReason.USER_ACCEPTED or best.evaluation.satisfactory
         return ReflectionResult(
             success=success, final_output=final.output, best_output=best.output,
-            final_evaluation=final.evaluation, history=history, iterations_used=len(self._versions),
-            convergence_reason=reason, token_usage=self._usage, execution_time=time.perf_counter() - started,
+            final_evaluation=final.evaluation, history=history, iterations_used=len(self._run.versions),
+            convergence_reason=reason, token_usage=self._run.usage, execution_time=time.perf_counter() - started,
         )
 
     # --- the public steps -----------------------------------------------------------------------
@@ -361,19 +359,19 @@ class ReflectionPattern:
     async def reflect(self, output: str, criteria: Sequence[QualityCriterion] | None = None) -> ReflectionEvaluation:
         """Score `output` on the criteria (the pattern's by default)."""
         chosen = tuple(criteria) if criteria else self.criteria
-        evaluated = await evaluate(output, chosen, self.quality_threshold, model=self.model, task=self._query,
+        evaluated = await evaluate(output, chosen, self.quality_threshold, model=self.model, task=self._run.query,
                                    template=self.reflection_prompt, judge_timeout_s=self.judge_timeout_s)
         self._spend(evaluated.usage)
         return evaluated.evaluation
 
     async def revise(self, output: str, evaluation: ReflectionEvaluation) -> str:
         """One revision of `output` by the agent of the last `execute` (else the reflection model)."""
-        if self._agent is None:
+        if self._run.agent is None:
             if self.model is None:
                 raise ValueError("revise needs an agent: call execute first, or give a reflection_model")
-            self._agent = ModelAgent(self.model)
+            self._run.agent = ModelAgent(self.model)
         strategy = choose_strategy(self.revision_strategy, evaluation, self.criteria, after_regression=False)
-        base = ReflectionVersion(iteration=len(self._versions) + 1, output=output, evaluation=evaluation)
+        base = ReflectionVersion(iteration=len(self._run.versions) + 1, output=output, evaluation=evaluation)
         revised = await self._run_agent(self._prompt(base, strategy), max_tokens=self.max_revision_tokens)
         return revised.text
 

@@ -43,7 +43,8 @@ async def test_a_model_judges_and_never_sees_a_secret(serve: Serve, project: Pat
     scores = {c["name"]: (c["score"], c["reasoning"]) for c in result["criterionScores"]}
     assert scores["task_completion"] == (0.9, "The tail field is kept and the tests pass.")
     assert scores["error_handling"][0] == 0.6
-    assert scores["test_coverage"] == (0.9, "Tests were added or changed, and they pass.")  # the heuristic's
+    assert scores["test_coverage"] == (  # the heuristic's
+        0.9, "1 test file written (tests/test_parser.py), and the last test run passes.")
     assert result["successScore"] == pytest.approx((0.4 * 0.9 + 0.3 * 0.7 + 0.15 * 0.6 + 0.15 * 0.9), abs=1e-4)
     assert result["improvements"] == ["Raise a ValueError naming the line number"]
     assert result["suggestedActions"] == ["Address: Raise a ValueError naming the line number"]

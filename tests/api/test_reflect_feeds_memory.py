@@ -1,0 +1,91 @@
+"""A reflection made through the API feeds the memory the golden loop reads: its lesson
+lands in the project's reflections.jsonl, and the next task's first prompt carries it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import orjson
+import pytest
+from apikit import REFLECT, Serve, reflect_body
+from projects import FIX_ADD, WRONG_ADD, do_one_task, events_of, goldenloop, init_repo, make_project, task
+
+MEMORY = Path(".openagents") / "memory"
+SWALLOWED = "def add(a, b):\n    try:\n        return a - b\n    except:\n        pass\n"
+STUCK = [
+    {"role": "user", "content": "Fix add in calc.py"},
+    {"role": "assistant", "content": f"I changed calc.py:\n\ncalc.py\n```python\n{SWALLOWED}```"},
+    {"role": "tool", "name": "Bash", "content": "FAILED test_calc.py::test_add - assert -1 == 5\n1 failed, 2 passed"},
+    {"role": "assistant", "content": "I could not fix add yet."},
+]
+CLEAN = [
+    {"role": "user", "content": "Fix add in calc.py"},
+    {"role": "assistant", "content": "I changed calc.py:\n\ncalc.py\n```python\ndef add(a, b):\n    return a + b\n```"},
+    {"role": "tool", "name": "Bash", "content": "pytest -q\n3 passed in 0.01s"},
+    {"role": "assistant", "content": "Done: all tests pass."},
+]
+
+
+def _reflect(serve: Serve, project: Path, talk: list[dict[str, str]], **settings: object) -> dict:
+    async def post() -> dict:
+        async with serve(**settings) as client:
+            body = reflect_body(project, "session-9", conversation=talk, taskDescription="Fix add in calc.py")
+            response = await client.post(REFLECT, json=body)
+            assert response.status_code == 200, response.text
+            return response.json()
+
+    return anyio.run(post)
+
+
+def _records(project: Path) -> list[dict]:
+    path = project / MEMORY / "reflections.jsonl"
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+def test_the_next_task_is_shown_what_an_api_reflection_taught(
+        serve: Serve, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The scripted model stands for one that reads its lessons: it fixes add only when shown this one.
+    replies = [{"match": r"Task T-1:.*Lessons from earlier tasks.*reflect:session-9", "reply": FIX_ADD},
+               {"match": "Task T-1:", "reply": WRONG_ADD, "times": None}]
+    repo = make_project(init_repo(root / "calc"), replies, tasks=[task("T-1", "Fix add in calc.py")],
+                        config={"reflexion": {"useLLM": False, "maxRetries": 0}, "retry": {"preflight": False}})
+    answer = _reflect(serve, repo, STUCK)
+
+    (lesson,) = _records(repo)
+    assert answer["memory"] == {"lessonId": lesson["id"], "reason": "kept as a partial lesson in the project's memory"}
+    assert (lesson["kind"], lesson["outcome"], lesson["taskId"], lesson["agent"]) == (
+        "outcome", "partial", "reflect:session-9", "reflect-api")
+    assert lesson["files"] == ["calc.py"] and lesson["title"] == "Fix add in calc.py"
+    assert "Add more comprehensive error handling" in lesson["whatToDoDifferently"]
+    assert "drops errors without a word" in lesson["whatWentWrong"]
+    capsys.readouterr()
+    assert goldenloop(repo, "memory", "list", "--agent", "reflect-api", "--json") == 0
+    assert lesson["id"] in capsys.readouterr().out  # listed like any task's lesson
+
+    assert do_one_task(repo) == 0
+    (shown,) = events_of(repo, "lessons_injected", "T-1")
+    assert [item["id"] for item in shown["lessons"]] == [lesson["id"]]
+    assert len(events_of(repo, "attempt_started", "T-1")) == 1  # the prompt with the lesson passed at once
+
+
+def test_a_clean_pass_teaches_nothing_and_the_switch_turns_the_feed_off(serve: Serve, project: Path) -> None:
+    clean = _reflect(serve, project, CLEAN)
+    assert clean["result"]["satisfactory"] is True
+    assert clean["memory"]["lessonId"] is None and clean["memory"]["reason"].startswith("nothing to learn")
+    from orchestrator.api.settings import ReflectConfig
+
+    off = _reflect(serve, project, STUCK, reflect=ReflectConfig(to_memory=False))
+    assert off["memory"] is None
+    assert _records(project) == []
+
+
+def test_a_linked_memory_file_is_never_written_through(serve: Serve, project: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text("")
+    (project / MEMORY).mkdir(parents=True)
+    os.symlink(elsewhere, project / MEMORY / "reflections.jsonl")
+    answer = _reflect(serve, project, STUCK)
+    assert answer["memory"]["lessonId"] is None and "symbolic link" in answer["memory"]["reason"]
+    assert elsewhere.read_text() == ""
