@@ -31,12 +31,27 @@ async def fail(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
     decision = await _progress(s, a, verdict, judged)
     stop = _stop_reason(s, judged, decision)
     reflection_id = None
-    if stop is None and judged.reflect and a.number < s.max_attempts:  # only a retry reads it
+    if stop is None and judged.reflect and a.number < s.max_attempts and not fresh(s):  # only a retry reads it
         reflection_id = await reflect_on_verdict(s, verdict, judged, a.diff)
     s.record(a, judged.outcome, judged.summary, verdict, reflection_id, executed=executed)
     if stop is not None:
         raise Escalate(stop)
+    if fresh(s):
+        await start_fresh(s, a)
     await _set_up_retry(s, a, verdict, judged, decision)
+    raise Retry
+
+
+def fresh(s: SubtaskState) -> bool:
+    """retry.fresh: every retry an independent sample, told nothing of the attempts before."""
+    return s.p.config.retry.fresh
+
+
+async def start_fresh(s: SubtaskState, a: Attempt) -> NoReturn:
+    """Set a fresh retry up: the subtask's base tree and the first attempt's prompt."""
+    await s.roll_back_to(None)
+    s.start, s.last = None, None
+    s.event("fresh_retry", attempt=a.number)
     raise Retry
 
 
@@ -98,11 +113,13 @@ async def not_applied(s: SubtaskState, a: Attempt, executed: ExecutionResult) ->
             formatAsked=executed.format_asked, formatReceived=executed.format_received,
             reply=cut_block(redact(executed.reply or ""), REPLY_LOGGED))
     reflection_id = None
-    if executed.failure_kind == "edit" and a.number < s.max_attempts:  # a format failure is a lesson too
+    if executed.failure_kind == "edit" and a.number < s.max_attempts and not fresh(s):  # a lesson too
         reflection_id = await reflect_on_edit(s, executed)
     s.record(a, "edit_failed", reason, reflection_id=reflection_id, executed=executed)
     failure = "\n".join(part for part in (executed.error, executed.repair) if part)
     s.earlier.snapshots.append(AttemptSnapshot(a.number, reason, a.diff, 0.0, failure=executed.error or ""))
+    if fresh(s):
+        await start_fresh(s, a)
     s.last = LastAttempt(a.number, a.diff, failure, applied=False, agent_failed=executed.failure_kind == "agent")
     raise Retry
 

@@ -79,7 +79,8 @@ async def _execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
     a known verdict."""
     executed = await s.p.executor.execute(a.request)
     same_as = await _same_as_failed(s, a, executed)
-    if same_as is None or not s.p.config.retry.reask_repeats:
+    retry = s.p.config.retry
+    if same_as is None or not retry.reask_repeats or retry.fresh:  # a fresh sample is told nothing
         return executed
     s.event("repeat", attempt=a.number, sameAs=same_as, action="asked again")
     await s.roll_back_to(None)
