@@ -96,14 +96,14 @@ def project_config(
         "defaultBranch": "main",
         "testCommands": [test],
         "defaultModel": model,
-        "modelTemperature": temperature,
+        "modelTemperature": mode.temperature(temperature),
         "decomposeMinChars": 0,  # one function: no planning call
         "reflexion": {
             "enabled": mode.reflexion, "maxRetries": mode.max_retries, "generationTimeoutMs": reflection_ms,
         },
         "executor": {"editFormat": edit_format},
         "timeouts": {"verifySeconds": verify_timeout_s, "modelSeconds": model_timeout_s},
-        "retry": FIXED_TRIALS,
+        "retry": {**FIXED_TRIALS, "fresh": mode.fresh},
     }
 
 
