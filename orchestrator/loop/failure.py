@@ -36,7 +36,7 @@ async def fail(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
     s.record(a, judged.outcome, judged.summary, verdict, reflection_id, executed=executed)
     if stop is not None:
         raise Escalate(stop)
-    if fresh(s):
+    if fresh(s) and a.number < s.max_attempts:
         await start_fresh(s, a)
     await _set_up_retry(s, a, verdict, judged, decision)
     raise Retry
@@ -83,7 +83,7 @@ async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: J
                         decision: Decision | None) -> None:
     """Roll a regression back or undo a rejected attempt, and tell the next prompt why."""
     n, diff = a.number, a.diff
-    failure = judged.failure
+    failure = judged.failure + "".join(f"\n\nNote: {note}." for note in a.notes)
     if decision is not None and decision.repeated_signature:
         failure += "\n\nThis is exactly the failure of the attempt before: that fix did not work."
     if decision is not None and decision.action == "rollback" and decision.rollback_to in s.earlier.patches:
@@ -118,7 +118,7 @@ async def not_applied(s: SubtaskState, a: Attempt, executed: ExecutionResult) ->
     s.record(a, "edit_failed", reason, reflection_id=reflection_id, executed=executed)
     failure = "\n".join(part for part in (executed.error, executed.repair) if part)
     s.earlier.snapshots.append(AttemptSnapshot(a.number, reason, a.diff, 0.0, failure=executed.error or ""))
-    if fresh(s):
+    if fresh(s) and a.number < s.max_attempts:
         await start_fresh(s, a)
     s.last = LastAttempt(a.number, a.diff, failure, applied=False, agent_failed=executed.failure_kind == "agent")
     raise Retry

@@ -66,6 +66,9 @@ async def execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
             s.record(a, "model_refused", f"the model refused this task's prompt: {exc}")
             raise Escalate(StopReason.ENVIRONMENT) from None
         raise PutBack("model_unavailable", f"the model failed: {exc}") from None
+    if executed.notes:  # an edit applied elsewhere than its reply said
+        a.notes = executed.notes
+        s.event("edit_corrected", attempt=a.number, notes=executed.notes)
     if executed.usage and executed.usage.get("agent"):  # its session id and last word, for the user
         a.agent_run = {k: v for k, v in executed.usage.items() if k in AGENT_FIELDS}
         s.event("agent_run", attempt=a.number, **a.agent_run)
