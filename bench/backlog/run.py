@@ -79,12 +79,14 @@ def work_dir(args: argparse.Namespace) -> Path:
     return work
 
 
-async def run_mode(repo: Path, model: str) -> None:
+async def run_mode(repo: Path, model: str) -> str:
+    """One `overnight` over the copy's open tasks; why it stopped."""
     overrides = Overrides(model=model)  # wins over a GOLDENLOOP_MODEL a user may have set
     (report,) = await run_overnight_async(OvernightOptions(dirs=[repo], overrides=overrides, budget=Budget(),
                                                            parallel=1))
     if report.refused:
         raise BenchError(f"overnight refused {repo}: {report.refused}")
+    return report.stop_reason
 
 
 async def run_benchmark(args: argparse.Namespace, work: Path) -> tuple[str, dict[str, list[TaskResult]]]:
@@ -100,9 +102,12 @@ async def run_benchmark(args: argparse.Namespace, work: Path) -> tuple[str, dict
         config = project_config(model, MODES[mode], acceptance, temperature=args.temperature,
                                 verify_timeout_s=args.verify_timeout, model_timeout_s=args.model_timeout)
         repo = build_repo(work / mode, config, args.limit)
-        await run_mode(repo, model)
+        stopped = await run_mode(repo, model)
         by_mode[mode] = read_repo(repo)
         save(work / "results.json", model, by_mode)
+        if any(r.status in ("open", "in_progress") for r in by_mode[mode]):  # the model went away, say
+            raise BenchError(f"{mode}: overnight stopped with tasks still open ({stopped}); run the same "
+                             "command again to resume")
     return model, by_mode
 
 

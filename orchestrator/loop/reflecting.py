@@ -66,7 +66,8 @@ def recalled(s: SubtaskState, limit: int) -> list[Reflection]:
 
 def prompt_for(s: SubtaskState, last: LastAttempt | None) -> str:
     """The attempt's prompt: the task, what the last attempt did, its reflections, the
-    lessons of other tasks (first attempt only) and the project's rules."""
+    lessons of other tasks (first attempt only) and the project's rules. With retry.fresh
+    every attempt gets the first attempt's prompt: no last attempt, no reflections."""
     block = ""
     service = s.p.reflections
     c = s.p.config

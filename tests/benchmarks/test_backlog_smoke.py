@@ -89,3 +89,21 @@ def test_the_backlog_is_realistic_and_the_script_covers_it():
         assert "ValidationError" not in wrong_code(code)
     replies = script_replies([t["id"] for t in tasks])
     assert sum("Lessons from earlier tasks" in str(r["match"]) for r in replies) == len(PITFALL)
+
+
+def test_a_model_that_cannot_answer_stops_the_run_with_one_sentence(tmp_path, capsys):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"replies": [{"error": "auth", "times": None}]}))
+    work = tmp_path / "work"
+
+    code = main(["--model", f"scripted/{script}", "--limit", "2", "--modes", "memory-off", "--work", str(work)])
+
+    assert code == 1
+    said = capsys.readouterr().out
+    assert "backlog: memory-off: overnight stopped with tasks still open (" in said and "run the same" in said
+    assert json.loads((work / "results.json").read_text())["modes"]["memory-off"][0]["status"] == "open"
+    with pytest.raises(SystemExit) as usage:
+        main(["--smoke", "--limit", "0"])
+    assert usage.value.code == 2
+    assert main(["--smoke", "--work", str(ROOT / "backlog-work")]) == 2  # inside the checkout
+    assert not (ROOT / "backlog-work").exists()
