@@ -23,10 +23,10 @@ if str(ROOT) not in sys.path:  # `bench` is not an installed package
 
 from bench.humaneval import report  # noqa: E402
 from bench.humaneval.build import project_config, solution_stub  # noqa: E402
+from bench.humaneval.matching import within  # noqa: E402
 from bench.humaneval.modes import CONTROL, MODES  # noqa: E402
 from bench.humaneval.options import RunOptions  # noqa: E402
 from bench.humaneval.problems import load_problems, select  # noqa: E402
-from bench.humaneval.matching import within  # noqa: E402
 from bench.humaneval.results import ProblemResult, ResultFile, summarize  # noqa: E402
 from bench.humaneval.run import HarnessError, options_from, parse_args, run_benchmark  # noqa: E402
 from bench.humaneval.smoke import check_mechanics, smoke_options  # noqa: E402

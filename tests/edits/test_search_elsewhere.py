@@ -65,8 +65,8 @@ def test_a_made_up_path_whose_search_text_is_in_one_tracked_file_is_applied_ther
     assert '"-".join(title.lower().split())' in (repo / "text_tools.py").read_text()
     assert not (repo / "utils.py").exists()
     assert seen.corrections == [
-        "edit 1 named utils.py, which does not exist; it was applied to text_tools.py, the one file "
-        "holding its SEARCH text. Write paths exactly as listed"
+        ("edit 1 named utils.py, which does not exist; it was applied to text_tools.py, the one file "
+         "holding its SEARCH text. Write paths exactly as listed")
     ]
 
 
