@@ -200,6 +200,10 @@ class RetryConfig(_ConfigModel):
     # A retry that returns an earlier failed attempt's code is asked once more, at a higher
     # temperature, before it counts; it is never verified again.
     reask_repeats: bool = True
+    # Each retry a fresh sample: from the subtask's base tree, with the first attempt's
+    # prompt and nothing of the failed attempts (no diff, no failure output, no reflection);
+    # the first that passes the checks is kept. Needs modelTemperature above 0.
+    fresh: bool = False
     test_globs: list[str] | None = None  # None: the usual test paths of Python, JS/TS, Go, Rust
     # Convergence (reflection/pattern/convergence.py, shared with the Reflection pattern):
     # attempts in a row no better than the best before them that stop the retries.
@@ -450,6 +454,13 @@ class ProjectConfig(_ConfigModel):
     # Once tasks.jsonl holds more closed tasks than this, all but the most recently closed
     # fifth of it move to .openagents/archive/tasks-<year>.jsonl; 0: never.
     archive_closed_over: int = Field(default=ARCHIVE_OVER, ge=0)
+
+    @model_validator(mode="after")
+    def _fresh_retries_sample(self) -> Self:
+        if self.retry.fresh and self.model_temperature == 0:
+            raise ValueError("retry.fresh draws every retry anew, and at modelTemperature 0 (greedy) each one "
+                             "repeats the first attempt; set modelTemperature above 0, e.g. 0.8")
+        return self
 
     @model_validator(mode="after")
     def _model_name_wins(self) -> Self:

@@ -96,7 +96,7 @@ def project_config(
         "defaultBranch": "main",
         "testCommands": [test],
         "defaultModel": model,
-        "modelTemperature": temperature,
+        "modelTemperature": mode.temperature(temperature),
         "decomposeMinChars": 0,  # one function: no planning call
         "reflexion": {
             "enabled": mode.reflexion, "maxRetries": mode.max_retries, "generationTimeoutMs": reflection_ms,

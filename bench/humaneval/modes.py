@@ -1,4 +1,4 @@
-"""The three ways each problem is run, and the retry protocol they share.
+"""The four ways each problem is run through goldenloop, and the retry protocol they share.
 
 A fixed-trial protocol, as in the Reflexion paper and Aider's benchmark: a problem gets
 exactly its attempts unless one passes. goldenloop's early stops (plateau, oscillation,
@@ -6,6 +6,12 @@ rolling a worse attempt back) and its judgement calls (preflight, flaky reruns,
 routing by failure class) are switched off, so that the modes
 differ only in what a retry is told. The test-integrity guard stays on: an attempt that
 edits the test file is a failed attempt.
+
+`resample` is the baseline of Olausson et al.: the same attempt budget spent on fresh,
+independent samples (`retry.fresh`: the original tree, the first prompt, nothing about
+the failures), the first that passes the checks kept. It must sample: at temperature 0
+every draw is the first one, so it runs at RESAMPLE_TEMPERATURE unless told otherwise,
+and greedy resampling is refused.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 MAX_ATTEMPTS = 4  # the table's columns: pass rate after attempt 1, 2, 3 and 4
+RESAMPLE_TEMPERATURE = 0.8  # resample's temperature when --temperature is not given
 
 FIXED_TRIALS: dict[str, Any] = {
     "preflight": False,  # the stub fails by construction; nothing to learn from a baseline
@@ -35,15 +42,21 @@ class Mode(BaseModel):
     reflexion: bool
     max_retries: int
     strategy: str = "linear"  # retry.strategy
+    fresh: bool = False  # every retry a fresh sample (retry.fresh)
 
     @property
     def retry(self) -> dict[str, Any]:
-        """The project's `retry` block: the fixed-trial protocol, and the mode's strategy."""
-        return FIXED_TRIALS if self.strategy == "linear" else {**FIXED_TRIALS, "strategy": self.strategy}
+        """The project's `retry` block: the fixed-trial protocol, the mode's strategy and freshness."""
+        strategy = {} if self.strategy == "linear" else {"strategy": self.strategy}
+        return {**FIXED_TRIALS, **strategy, "fresh": self.fresh}
 
     @property
     def max_attempts(self) -> int:
         return self.max_retries + 1
+
+    def temperature(self, asked: float | None) -> float | None:
+        """The sampling temperature this mode runs at, given --temperature (None: not given)."""
+        return RESAMPLE_TEMPERATURE if self.fresh and asked is None else asked
 
 
 MODES: dict[str, Mode] = {
@@ -52,6 +65,8 @@ MODES: dict[str, Mode] = {
         Mode(name="single", label="single attempt", reflexion=False, max_retries=0),
         Mode(name="raw", label="retries, raw test output", reflexion=False, max_retries=MAX_ATTEMPTS - 1),
         Mode(name="reflexion", label="reflexion retries", reflexion=True, max_retries=MAX_ATTEMPTS - 1),
+        Mode(name="resample", label="fresh samples (resampling)", reflexion=False, max_retries=MAX_ATTEMPTS - 1,
+             fresh=True),
     )
 }
 
@@ -71,3 +86,12 @@ def parse_modes(text: str) -> list[Mode]:
     if unknown or not names:
         raise ValueError(f"--modes takes a comma-separated list of {', '.join(known)} (got {text!r})")
     return [known[n] for n in dict.fromkeys(names)]
+
+
+def greedy_resampling(modes: list[Mode], temperature: float | None) -> str | None:
+    """Why these modes cannot run at this temperature, in one sentence; None if they can."""
+    if temperature == 0 and any(m.fresh for m in modes):
+        return ("--modes resample draws independent samples, and at --temperature 0 (greedy) every draw "
+                f"is the first attempt again: leave --temperature out (resample then uses {RESAMPLE_TEMPERATURE}) "
+                "or set it above 0")
+    return None

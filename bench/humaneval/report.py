@@ -16,6 +16,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `bench.humaneval` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.humaneval.matching import matched_rows
 from bench.humaneval.modes import MAX_ATTEMPTS
 from bench.humaneval.results import ModeSummary, ProblemResult, ResultFile, summarize
 
@@ -23,7 +24,7 @@ DASH = "—"
 SUMMARY_HEAD = (
     ["mode", "finished"]
     + [f"after {k}" for k in range(1, MAX_ATTEMPTS + 1)]
-    + ["reflections", "model calls", "input tokens", "output tokens", "cost", "wall"]
+    + ["reflections", "model calls", "input tokens", "output tokens", "tokens per solved", "cost", "wall"]
 )
 
 
@@ -36,6 +37,10 @@ def cost_text(cost: float | None, calls: int) -> str:
     if cost is None:
         return "unknown"
     return "$0" if calls == 0 else f"${cost:.4f}"
+
+
+def per_solved(tokens: float | None) -> str:
+    return DASH if tokens is None else f"{tokens:,.0f}"
 
 
 def duration(seconds: float) -> str:
@@ -54,6 +59,7 @@ def summary_row(summary: ModeSummary, name: str | None = None) -> list[str]:
         str(summary.calls),
         f"{summary.input_tokens:,}",
         f"{summary.output_tokens:,}",
+        per_solved(summary.tokens_per_solved),
         cost_text(summary.cost_usd, summary.calls),
         duration(summary.wall_s),
     ]
@@ -123,12 +129,28 @@ def render(results: ResultFile) -> str:
             "re-asks included), the formats asked for, and retries that gave back a failed "
             "attempt's code (asked again; still the same, so counted as a failed attempt):",
             table(REPLIES_HEAD, replies) if replies else "None.",
+            *matched_section(results),
             "## Per problem",
             "`pass at k`: passed at attempt k; `fail (n)`: not passed after n attempts; "
             f"`{DASH}`: not run yet.",
             table(["problem", *(results.modes[m].settings.label for m in modes)], rows),
         ]
     ) + "\n"
+
+
+def matched_section(results: ResultFile) -> list[str]:
+    """Reflexion against resampling at equal tokens, when the file holds both modes."""
+    rows = matched_rows(results)
+    if not rows:
+        return []
+    cells = [[r.label, f"{r.solved}/{r.problems}", f"{r.tokens:,}", per_solved(r.tokens_per_solved)] for r in rows]
+    return [
+        "## Repair against resampling at equal tokens",
+        ("Over the problems both modes finished. The last row cuts each problem's resample run at "
+         "the tokens reflexion spent on that problem (an attempt counts only if the tokens up to "
+         "its end fit), which is what a run capped at that budget would have scored:"),
+        table(["mode", "solved", "tokens", "tokens per solved"], cells),
+    ]
 
 
 def write_markdown(results: ResultFile, path: Path) -> Path:

@@ -51,12 +51,21 @@ class ProblemResult(CamelModel):
     repeats_asked_again: int = 0
     repeats_counted: int = 0
     formats_asked: dict[str, int] = Field(default_factory=dict)
+    # Tokens (input + output) of each attempt, its re-asks and its reflection included, in
+    # order: what the problem had spent by attempt k, for comparing modes at equal tokens.
+    attempt_tokens: list[int] = Field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
 
 
 class ModeSettings(CamelModel):
     label: str
     reflexion: bool
     max_attempts: int
+    fresh: bool = False  # every retry a fresh sample (resample)
+    temperature: float | None = None  # the mode's sampling temperature; None: the provider's
 
 
 class ModeRecord(CamelModel):
@@ -158,7 +167,7 @@ def _attempt_reflections(path: Path) -> int:
 
 def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:
     """Sum the model calls, edit replies and re-asks of every run log of the repository."""
-    not_applied = 0
+    not_applied = before = 0  # before: tokens of calls before the first attempt (a plan)
     for path in sorted((repo_dir / ".openagents" / "runs").glob("*.jsonl")):
         for line in path.read_bytes().splitlines():
             try:
@@ -168,15 +177,24 @@ def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:
             kind = event.get("event")
             not_applied += kind == "edit_failed"
             result.repeats_asked_again += kind == "repeat" and event.get("action") == "asked again"
+            if kind == "attempt_started":
+                result.attempt_tokens.append(0)
             if kind != "model_call":
                 continue
             result.replies += event.get("purpose") == "execute"
             result.calls += 1
-            result.input_tokens += event.get("inputTokens") or 0
-            result.output_tokens += event.get("outputTokens") or 0
+            tokens = (event.get("inputTokens") or 0, event.get("outputTokens") or 0)
+            result.input_tokens += tokens[0]
+            result.output_tokens += tokens[1]
+            if result.attempt_tokens:
+                result.attempt_tokens[-1] += sum(tokens)
+            else:
+                before += sum(tokens)
             cost = event.get("costUsd")
             result.cost_usd = None if cost is None or result.cost_usd is None else result.cost_usd + cost
     result.replies_applied = result.replies - not_applied
+    if result.attempt_tokens:
+        result.attempt_tokens[0] += before
 
 
 # -- figures --------------------------------------------------------------------------
@@ -195,6 +213,7 @@ class ModeSummary(CamelModel):
     calls: int
     input_tokens: int
     output_tokens: int
+    solved: int  # problems passed at any attempt
     cost_usd: float | None
     wall_s: float
     first_replies: int  # problems whose first attempt's reply is on record
@@ -204,6 +223,11 @@ class ModeSummary(CamelModel):
     repeats_asked_again: int
     repeats_counted: int
     formats_asked: dict[str, int]
+
+    @property
+    def tokens_per_solved(self) -> float | None:
+        """Input and output tokens of every finished problem over the problems solved."""
+        return (self.input_tokens + self.output_tokens) / self.solved if self.solved else None
 
 
 def summarize(results: ResultFile, mode: str, max_attempts: int = 4) -> ModeSummary:
@@ -230,6 +254,7 @@ def summarize(results: ResultFile, mode: str, max_attempts: int = 4) -> ModeSumm
         calls=sum(r.calls for r in rows),
         input_tokens=sum(r.input_tokens for r in rows),
         output_tokens=sum(r.output_tokens for r in rows),
+        solved=sum(r.passed_at is not None for r in rows),
         cost_usd=cost,
         wall_s=record.wall_s,
         first_replies=sum(r.first_applied is not None for r in rows),

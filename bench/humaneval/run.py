@@ -1,4 +1,4 @@
-"""Run HumanEval through goldenloop's `overnight`, in up to three modes, and resume.
+"""Run HumanEval through goldenloop's `overnight`, in up to four modes, and resume.
 
 Each problem is its own repository (see build.py), so K problems run at once as K
 in-process `overnight` runs of one repository each: `overnight --parallel` spreads the
@@ -11,6 +11,7 @@ problems, and goldenloop's own crash recovery takes back a problem a kill interr
     python bench/humaneval/run.py --model openai/qwen2.5-coder --problems 0,5,17 --modes single,reflexion
     python bench/humaneval/run.py --smoke            # offline, the scripted model, 5 problems
     python bench/humaneval/run.py --model M --control   # and the model asked directly, beside them
+    python bench/humaneval/run.py --model M --modes reflexion,resample   # repair against resampling
 
 Exit codes: 0 done, 1 the run stopped (the model refused or unreachable, or the smoke
 mechanics broke), 2 usage error, 130 interrupted (run again to resume).
@@ -35,7 +36,7 @@ import anyio
 from bench.humaneval.build import build_repo, project_config
 from bench.humaneval.chart import write_html
 from bench.humaneval.control import run_control
-from bench.humaneval.modes import CONTROL, FIXED_TRIALS, MAX_ATTEMPTS, MODES, Mode, parse_modes
+from bench.humaneval.modes import CONTROL, FIXED_TRIALS, MAX_ATTEMPTS, MODES, Mode, greedy_resampling, parse_modes
 from bench.humaneval.options import RunOptions
 from bench.humaneval.problems import Problem, ProblemError, dataset_info, load_problems, parse_ids, select
 from bench.humaneval.report import write_markdown
@@ -126,7 +127,8 @@ class ModeRun:
         self.options = options
         self.results = results
         self.mode = mode
-        settings = ModeSettings(label=mode.label, reflexion=mode.reflexion, max_attempts=mode.max_attempts)
+        settings = ModeSettings(label=mode.label, reflexion=mode.reflexion, max_attempts=mode.max_attempts,
+                                fresh=mode.fresh, temperature=mode.temperature(options.temperature))
         self.record = results.modes.setdefault(mode.name, ModeRecord(settings=settings))
         self.config = project_config(
             mode, options.model,
@@ -231,7 +233,7 @@ def default_work(model: str) -> Path:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bench/humaneval/run.py", description="HumanEval pass rates with goldenloop, in three retry modes."
+        prog="bench/humaneval/run.py", description="HumanEval pass rates with goldenloop, in four retry modes."
     )
     parser.add_argument("--model", help="any litellm model name (not with --smoke)")
     parser.add_argument("--limit", type=int, help="the first N selected problems")
@@ -276,6 +278,9 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     modes = parse_modes(args.modes)
     if args.control and CONTROL not in modes:
         modes.append(CONTROL)
+    refused = greedy_resampling(modes, args.temperature)
+    if refused:
+        raise ValueError(refused)
     if args.smoke:
         from bench.humaneval.smoke import smoke_options
 

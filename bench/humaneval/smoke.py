@@ -7,7 +7,10 @@ advance: the first three problems are solved at the first attempt, the fourth ne
 the retry prompt carries a reflection — its right answer is keyed on "Reflections on
 earlier attempts", so with reflexion off the wrong answer is all a retry ever gets.
 A retry that gives back the failed code is asked again and then counted without being
-tested, so the fourth problem's retries are repeats and earn no reflection. The control
+tested, so the fourth problem's retries are repeats and earn no reflection. Resampling
+(`resample`) asks the first prompt again each time, which the script answers as it did
+the first time: it solves the first three problems at once and neither of the others,
+every sample tested and costing the same tokens. The control
 (`--control`) gets the right function for the first three problems and the wrong one
 for the others. `check_mechanics` says what of that did not happen; it never judges a
 pass rate.
@@ -23,7 +26,7 @@ from bench.humaneval.build import SOLUTION, solution_text
 from bench.humaneval.modes import CONTROL, MODES, Mode
 from bench.humaneval.options import RunOptions
 from bench.humaneval.problems import Problem, ProblemError
-from bench.humaneval.results import ResultFile
+from bench.humaneval.results import ProblemResult, ResultFile
 
 SMOKE_SIZE = 5
 Role = Literal["at_once", "never", "with_reflection"]
@@ -113,6 +116,21 @@ def expected(role: Role, mode: Mode) -> tuple[int | None, int]:
     return None, mode.max_attempts
 
 
+def _counts_broken(mode: Mode, problem_id: str, result: ProblemResult, want: tuple[int | None, int]) -> list[str]:
+    """Reflections and repeats as the script dictates; a fresh sample is never a counted repeat."""
+    broken = []
+    # The first failure is reflected on; the retries that repeat it are not.
+    wanted_reflections = 1 if mode.reflexion and want[1] >= 2 else 0
+    if result.reflections != wanted_reflections:
+        broken.append(f"{mode.name} {problem_id}: {result.reflections} reflection(s), expected {wanted_reflections}")
+    wanted_repeats = want[1] - 1 if want[0] is None and not mode.fresh else 0
+    if result.repeats_counted != wanted_repeats:
+        broken.append(f"{mode.name} {problem_id}: {result.repeats_counted} repeat(s) counted, expected {wanted_repeats}")
+    if mode.fresh and len(set(result.attempt_tokens)) > 1:  # every sample is asked the first prompt
+        broken.append(f"{mode.name} {problem_id}: samples cost {result.attempt_tokens} tokens, expected all equal")
+    return broken
+
+
 def check_mechanics(results: ResultFile, options: RunOptions) -> list[str]:
     """What did not happen as the script dictates; empty when the harness works."""
     broken = []
@@ -129,15 +147,5 @@ def check_mechanics(results: ResultFile, options: RunOptions) -> list[str]:
                     f"{mode.name} {problem_id} ({role}): passed at {result.passed_at} after "
                     f"{result.attempts} attempt(s), expected {want[0]} after {want[1]}"
                 )
-            # The first failure is reflected on; the retries that repeat it are not.
-            wanted_reflections = 1 if mode.reflexion and want[1] >= 2 else 0
-            if result.reflections != wanted_reflections:
-                broken.append(
-                    f"{mode.name} {problem_id}: {result.reflections} reflection(s), expected {wanted_reflections}"
-                )
-            wanted_repeats = want[1] - 1 if want[0] is None else 0
-            if result.repeats_counted != wanted_repeats:
-                broken.append(
-                    f"{mode.name} {problem_id}: {result.repeats_counted} repeat(s) counted, expected {wanted_repeats}"
-                )
+            broken += _counts_broken(mode, problem_id, result, want)
     return broken

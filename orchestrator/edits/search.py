@@ -23,19 +23,29 @@ from orchestrator.edits.base import EditError
 _Matcher = Callable[[list[str], list[str]], bool]
 
 
+def places(text: str, search: str) -> list[tuple[int, int]]:
+    """The line spans where `search` matches `text` (both "\n"-terminated), at the first
+    tier that finds any: one span is a match `replace_once` would make."""
+    return _spans(text.split("\n")[:-1], search.split("\n")[:-1])
+
+
+def _spans(lines: list[str], wanted: list[str]) -> list[tuple[int, int]]:
+    for same in (_exact, _loose):
+        spans = [(start, start + len(wanted)) for start in _find(lines, wanted, same)]
+        if spans:
+            return spans
+    return _find_collapsed(lines, wanted)
+
+
 def replace_once(text: str, search: str, replace: str) -> str:
     """`text` with the single occurrence of `search` (whole lines) replaced."""
     lines = text.split("\n")[:-1]  # text is "\n"-terminated
     wanted = search.split("\n")[:-1]
     new = replace.split("\n")[:-1] if replace else []
-    spans = [(start, start + len(wanted)) for start in _find(lines, wanted, _exact)]
-    if not spans:
-        spans = [(start, start + len(wanted)) for start in _find(lines, wanted, _loose)]
-        if not spans:
-            spans = _find_collapsed(lines, wanted)
-        if len(spans) == 1:
-            start, end = spans[0]
-            new = _reindent(new, wanted, lines[start:end])
+    spans = _spans(lines, wanted)
+    if len(spans) == 1:  # a loose match: the replacement takes the file's indentation
+        start, end = spans[0]
+        new = _reindent(new, wanted, lines[start:end])
     if not spans:
         raise EditError(f"SEARCH text not found; {_closest_hint(lines, wanted)}")
     if len(spans) > 1:

@@ -12,6 +12,12 @@ An edit is resolved to an existing file only when exactly one file fits:
 - a code block under a path whose folder does not exist and that no file's name fits:
   the one file defining the functions and classes it holds, unless the task itself
   names that path (then it is a file to create);
+- a SEARCH edit under a path that does not exist, whose SEARCH text is not in the file
+  its name fits (or no file fits it): the file holding that text, when it is in exactly
+  one file, at exactly one place, and that file is tracked by git and is not a test
+  (holders.py). The correction is noted (`RepoView.corrections`) for the run log and
+  the next prompt; text found in several files, several times in one, or only in an
+  untracked or test file is refused with the reason;
 - an edit with no path: the file holding its SEARCH text, or the file defining the
   functions and classes of its code block, or the one file the task is about (the one
   that is not a test, when the task also names its tests).
@@ -25,10 +31,12 @@ Anything else is refused with the real file list, never guessed.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from orchestrator.edits.base import Edit, EditError
+from orchestrator.edits.holders import file_text, search_places, tracked_files
 from orchestrator.edits.pymerge import is_bare_body, with_body
 from orchestrator.edits.search import replace_once
 
@@ -48,6 +56,16 @@ class RepoView:
     in_play: list[str] = field(default_factory=list)  # files the task is about, existing
     tests: set[str] = field(default_factory=set)  # which of them are test files
     prompt: str = ""  # the task as the model read it: a path it names is meant as written
+    is_test: Callable[[str], bool] = lambda path: False  # a file that judges the attempt
+    # Edits moved to a file other than the one named, in words for the run log and the model.
+    corrections: list[str] = field(default_factory=list)
+    _tracked: set[str] | None = field(default=None, init=False, repr=False)
+
+    def tracked(self) -> set[str]:
+        """The files git tracks; asked once, and only when an edit needs it."""
+        if self._tracked is None:
+            self._tracked = tracked_files(self.root)
+        return self._tracked
 
     def exists(self, rel: str) -> bool:
         try:
@@ -115,6 +133,11 @@ def _resolve(edit: Edit, view: RepoView, number: int) -> str:
     if not needs_file and (str(folder) == "." or view.is_folder(str(folder))):
         return written  # a new file in an existing folder
     matches = _by_tail(written, view.listed)
+    searching = edit.kind == "replace" and bool(edit.search.strip())
+    if searching and not (len(matches) == 1 and _holds(file_text(view.root / matches[0]) or "", edit)):
+        holder = _search_holder(edit, view, number, written)
+        if holder is not None:
+            return holder
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
@@ -132,6 +155,31 @@ def _resolve(edit: Edit, view: RepoView, number: int) -> str:
         if len(definers) == 1:
             return definers[0]
     return written
+
+
+def _search_holder(edit: Edit, view: RepoView, number: int, written: str) -> str | None:
+    """The one tracked file holding the SEARCH text at one place; None when no file holds
+    it; EditError when it is not clear which file is meant."""
+    found = search_places(view.root, [p for p in view.listed if not p.startswith(".openagents/")], edit.search)
+    if not found:
+        return None
+    missing = f"edit {number}: {written} does not exist"
+    if len(found) > 1:
+        raise EditError(f"{missing}, and its SEARCH text is in {len(found)} files ({', '.join(list(found)[:5])}); "
+                        "write the path exactly as listed")
+    ((holder, count),) = found.items()
+    if count > 1:
+        raise EditError(f"{missing}; its SEARCH text is in {holder}, but at {count} places; write the path "
+                        "exactly as listed and add lines to SEARCH so that it matches once")
+    if view.is_test(holder):
+        raise EditError(f"{missing}; its SEARCH text is only in {holder}, a test file that judges the attempt; "
+                        "write the path exactly as listed")
+    if holder not in view.tracked():
+        raise EditError(f"{missing}; its SEARCH text is only in {holder}, which git does not track; "
+                        "write the path exactly as listed")
+    view.corrections.append(f"edit {number} named {written}, which does not exist; it was applied to {holder}, "
+                            "the one file holding its SEARCH text. Write paths exactly as listed")
+    return holder
 
 
 def _by_tail(written: str, listed: list[str]) -> list[str]:

@@ -50,6 +50,9 @@ class ExecutionResult(BaseModel):
     # What the agent printed and wrote of its run (bounded, redacted): kept beside the
     # attempt in history/, for the user to see why.
     transcript: str | None = None
+    # What was corrected to apply the reply (an edit moved to the one file holding its
+    # SEARCH text): logged, and told to the next attempt.
+    notes: list[str] = Field(default_factory=list)
 
     def failure_summary(self) -> str:
         """One line for the attempt record and the run log."""

@@ -75,7 +75,7 @@ class BuiltinExecutor:
         try:
             edits = parse_reply(reply.text, truncated=reply.finish_reason == "length")
             view = _view(request, context, in_play)
-            edits = resolve_targets(edits, view)
+            edits = await anyio.to_thread.run_sync(resolve_targets, edits, view)  # it may read files
             touched = await anyio.to_thread.run_sync(apply_edits, request.repo_dir, edits)
         except EditError as exc:
             self.formats.record(asked, applied=False)
@@ -84,7 +84,7 @@ class BuiltinExecutor:
             return ExecutionResult(ok=False, error=str(exc), repair=repair, failure_kind="edit", **common)
         self.formats.record(asked, applied=True)
         log.info("attempt %d: %d edit(s) applied to %s", request.attempt, len(edits), touched)
-        return ExecutionResult(ok=True, touched=touched, **common)
+        return ExecutionResult(ok=True, touched=touched, notes=view.corrections, **common)
 
 
 def build_messages(
@@ -108,7 +108,8 @@ def build_messages(
 def _view(request: ExecutionRequest, context: RepoContext, in_play: list[str]) -> RepoView:
     tests = {p for p in in_play if is_test_path(p, DEFAULT_TEST_GLOBS)}
     return RepoView(
-        request.repo_dir, _editable(context.listed), dict(context.files), in_play, tests, request.prompt
+        request.repo_dir, _editable(context.listed), dict(context.files), in_play, tests, request.prompt,
+        is_test=lambda path: is_test_path(path, DEFAULT_TEST_GLOBS),
     )
 
 

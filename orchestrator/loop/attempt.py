@@ -34,6 +34,7 @@ class Attempt:
     diff: str = ""  # its diff, when a step needed it
     agent_run: dict[str, Any] = field(default_factory=dict)  # a coding agent's account of it
     review: Review | None = None  # once a passing attempt was reviewed
+    notes: list[str] = field(default_factory=list)  # the executor's corrections, told to the next attempt
 
 
 class AttemptOver(Exception):

@@ -31,11 +31,27 @@ async def fail(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
     memory keep it), then stop or set the retry up."""
     decision = await _progress(s, a, verdict, judged)
     stop = _stop_reason(s, judged, decision)
-    reflection_id = await reflect_on_verdict(s, verdict, judged, a.diff)
+    # retry.fresh: samples told nothing, so nothing to reflect for them
+    reflection_id = None if fresh(s) else await reflect_on_verdict(s, verdict, judged, a.diff)
     s.record(a, judged.outcome, judged.summary, verdict, reflection_id, executed=executed)
     if stop is not None:
         raise Escalate(stop)
+    if fresh(s) and a.number < s.max_attempts:
+        await start_fresh(s, a)
     await _set_up_retry(s, a, verdict, judged, decision)
+    raise Retry
+
+
+def fresh(s: SubtaskState) -> bool:
+    """retry.fresh: every retry an independent sample, told nothing of the attempts before."""
+    return s.p.config.retry.fresh
+
+
+async def start_fresh(s: SubtaskState, a: Attempt) -> NoReturn:
+    """Set a fresh retry up: the subtask's base tree and the first attempt's prompt."""
+    await s.roll_back_to(None)
+    s.start, s.last = None, None
+    s.event("fresh_retry", attempt=a.number)
     raise Retry
 
 
@@ -69,7 +85,7 @@ async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: J
                         decision: Decision | None) -> None:
     """Roll a regression back or undo a rejected attempt, and tell the next prompt why."""
     n, diff = a.number, a.diff
-    failure = judged.failure
+    failure = judged.failure + "".join(f"\n\nNote: {note}." for note in a.notes)
     if decision is not None and decision.repeated_signature:
         failure += "\n\nThis is exactly the failure of the attempt before: that fix did not work."
     if s.search is not None and n < s.max_attempts:  # retry.strategy "tree": the search picks the starting tree
@@ -103,10 +119,13 @@ async def not_applied(s: SubtaskState, a: Attempt, executed: ExecutionResult) ->
     s.event("edit_failed", attempt=a.number, error=executed.error, failureKind=executed.failure_kind,
             formatAsked=executed.format_asked, formatReceived=executed.format_received,
             reply=cut_block(redact(executed.reply or ""), REPLY_LOGGED))
-    reflection_id = await reflect_on_unapplied(s, executed)  # a format failure or a failed run is a lesson too
+    # a format failure or a failed run is a lesson too (not for retry.fresh's samples)
+    reflection_id = None if fresh(s) else await reflect_on_unapplied(s, executed)
     s.record(a, "edit_failed", reason, reflection_id=reflection_id, executed=executed)
     failure = "\n".join(part for part in (executed.error, executed.repair) if part)
     s.earlier.snapshots.append(AttemptSnapshot(a.number, reason, a.diff, 0.0, failure=executed.error or ""))
+    if fresh(s) and a.number < s.max_attempts:
+        await start_fresh(s, a)
     s.last = LastAttempt(a.number, a.diff, failure, applied=False, agent_failed=executed.failure_kind == "agent")
     raise Retry
 

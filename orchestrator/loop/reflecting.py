@@ -86,13 +86,15 @@ def recalled(s: SubtaskState, limit: int) -> list[Reflection]:
 
 def prompt_for(s: SubtaskState, last: LastAttempt | None) -> str:
     """The attempt's prompt: the task, what the last attempt did, its reflections, the
-    lessons of other tasks (first attempt only) and the project's rules."""
+    lessons of other tasks (first attempt only) and the project's rules. With retry.fresh
+    every attempt gets the first attempt's prompt: no last attempt, no reflections."""
     block = ""
     service = s.p.reflections
-    if service is not None and (last is not None or s.subtask.attempts):  # incl. a killed run's
+    c = s.p.config
+    fresh = c.retry.fresh  # every retry the first attempt's prompt again
+    if service is not None and not fresh and (last is not None or s.subtask.attempts):  # incl. a killed run's
         block = service.format_for_prompt(recalled(s, service.max_per_retry))
     memory = s.p.memory
-    c = s.p.config
     checks = "" if c.executor.kind == "builtin" else checks_block(  # an agent finds its own way: say the goal
         [*c.typecheck_commands, *c.test_commands])
     failing = sorted(s.baseline.failing_tests) if s.baseline else []
@@ -100,5 +102,5 @@ def prompt_for(s: SubtaskState, last: LastAttempt | None) -> str:
     checks = "\n\n".join(part for part in (checks, before) if part)
     return attempt_prompt(s.task, s.plan, s.subtask, last=last, reflections=block, notes=s.notes,
                           checks=checks,
-                          lessons=s.lessons if s.attempt == 1 else "",
+                          lessons=s.lessons if s.attempt == 1 or fresh else "",
                           rules=memory.rules() if memory else "")

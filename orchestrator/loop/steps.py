@@ -67,6 +67,9 @@ async def execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
             s.record(a, "model_refused", refused, reflection_id=await reflect_on(s, "environment", refused))
             raise Escalate(StopReason.ENVIRONMENT) from None
         raise PutBack("model_unavailable", f"the model failed: {exc}") from None
+    if executed.notes:  # an edit applied elsewhere than its reply said
+        a.notes = executed.notes
+        s.event("edit_corrected", attempt=a.number, notes=executed.notes)
     if executed.usage and executed.usage.get("agent"):  # its session id and last word, for the user
         a.agent_run = {k: v for k, v in executed.usage.items() if k in AGENT_FIELDS}
         s.event("agent_run", attempt=a.number, **a.agent_run)
@@ -80,7 +83,8 @@ async def _execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
     a known verdict."""
     executed = await s.p.executor.execute(a.request)
     same_as = await _same_as_failed(s, a, executed)
-    if same_as is None or not s.p.config.retry.reask_repeats:
+    retry = s.p.config.retry
+    if same_as is None or not retry.reask_repeats or retry.fresh:  # a fresh sample is told nothing
         return executed
     s.event("repeat", attempt=a.number, sameAs=same_as, action="asked again")
     await s.roll_back_to(None)

@@ -8,7 +8,7 @@
 a step that ends the attempt early raises an outcome (loop/attempt.py), and `attempts`
 does what it says. What the attempts share lives on the `SubtaskState` (loop/state.py);
 what belongs to one attempt, on its `Attempt`. Retries start from the failed attempt's
-tree. The tree is changed in three ways only:
+tree (with `retry.fresh`, from the base, as independent samples). The tree is changed in three ways only:
 
 - **restore**: back to the subtask's base commit (the user's dirty files untouched);
 - **roll back**: back to the tree an earlier attempt left (None: the base);

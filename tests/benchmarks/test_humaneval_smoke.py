@@ -1,6 +1,6 @@
 """The HumanEval harness, offline: the scripted model on 5 problems through `overnight`.
 
-Checks the harness's mechanics (repositories built, three modes run, the per-attempt
+Checks the harness's mechanics (repositories built, four modes run, the per-attempt
 table written, a problem solved at the second attempt only with reflexion, resume),
 never a pass rate: the script decides every outcome.
 """
@@ -23,10 +23,11 @@ if str(ROOT) not in sys.path:  # `bench` is not an installed package
 
 from bench.humaneval import report  # noqa: E402
 from bench.humaneval.build import project_config, solution_stub  # noqa: E402
+from bench.humaneval.matching import within  # noqa: E402
 from bench.humaneval.modes import CONTROL, MODES  # noqa: E402
 from bench.humaneval.options import RunOptions  # noqa: E402
 from bench.humaneval.problems import load_problems, select  # noqa: E402
-from bench.humaneval.results import ResultFile, summarize  # noqa: E402
+from bench.humaneval.results import ProblemResult, ResultFile, summarize  # noqa: E402
 from bench.humaneval.run import HarnessError, options_from, parse_args, run_benchmark  # noqa: E402
 from bench.humaneval.smoke import check_mechanics, smoke_options  # noqa: E402
 
@@ -57,7 +58,7 @@ def git(repo: Path, *args: str) -> str:
 
 
 @pytest.mark.slow
-def test_smoke_run_builds_repos_runs_three_modes_and_writes_the_table(tmp_path):
+def test_smoke_run_builds_repos_runs_every_mode_and_writes_the_table(tmp_path):
     options = smoke_options(tmp_path / "work", PROBLEMS, parallel=2)
 
     results = run(options)
@@ -116,8 +117,23 @@ def test_smoke_run_builds_repos_runs_three_modes_and_writes_the_table(tmp_path):
     assert "| single attempt | 5/5 | 60.0% (3) | — | — | — | 0 |" in table
     assert "| HumanEval/4 | fail (1) | fail (4) | pass at 2 |" in table
     page = options.markdown_path.with_suffix(".html").read_text()  # the chart of pass-after-k per mode
-    assert page.count("<polyline") == 3 and "reflexion retries" in page and "<td>80.0% (4)</td>" in page
+    assert page.count("<polyline") == len(MODES) and "reflexion retries" in page and "<td>80.0% (4)</td>" in page
     assert not re.search(r'=[^"\s>]*/>', page)  # an unquoted value before "/>" hid every line in Chromium
+
+    # Resampling: every retry the first prompt again, on the original tree, at 0.8; each
+    # sample is tested; the comparison at reflexion's tokens is in the table.
+    resampled = results.modes["resample"].problems
+    assert (resampled[WITH_REFLECTION].passed_at, resampled[WITH_REFLECTION].attempts) == (None, 4)
+    assert resampled[NEVER].repeats_asked_again == 0 and len(set(resampled[NEVER].attempt_tokens)) == 1
+    resample_repo = tmp_path / "work" / "resample" / "HumanEval-3"
+    config = json.loads((resample_repo / ".openagents" / "project.json").read_text())
+    assert config["retry"]["fresh"] is True and config["modelTemperature"] == 0.8
+    assert results.modes["resample"].settings.temperature == 0.8
+    assert len([e for e in run_events_of(resample_repo) if e["event"] == "verdict"]) == 4
+    assert len([e for e in run_events_of(resample_repo) if e["event"] == "fresh_retry"]) == 3
+    assert "| fresh samples (resampling) | 5/5 | 60.0% (3) | 60.0% (3) |" in table
+    assert "## Repair against resampling at equal tokens" in table
+    assert re.search(r"\| fresh samples \(resampling\), within reflexion retries' tokens \| 3/5 \|", table)
 
     # Run again: every problem is finished, so nothing runs and nothing changes.
     logs_before = run_logs(tmp_path / "work")
@@ -261,3 +277,27 @@ def test_the_reflection_timeout_follows_the_model_timeout_or_its_own_flag(tmp_pa
     assert options.reflection_seconds == 45
     with pytest.raises(SystemExit):
         parse_args(["--model", "m", "--reflection-timeout", "0"])
+
+
+def test_greedy_resampling_is_refused_and_resample_samples_by_default():
+    with pytest.raises(ValueError, match="--modes resample draws independent samples.*--temperature 0"):
+        options_from(parse_args(["--model", "m", "--modes", "reflexion,resample", "--temperature", "0"]))
+    assert options_from(parse_args(["--model", "m", "--modes", "single", "--temperature", "0"]))
+    resample = MODES["resample"]
+    common = {"verify_timeout_s": 60, "model_timeout_s": 60}
+    assert project_config(resample, "m", **common)["modelTemperature"] == 0.8
+    assert project_config(resample, "m", temperature=0.3, **common)["modelTemperature"] == 0.3
+    assert project_config(MODES["raw"], "m", **common)["modelTemperature"] is None
+    assert project_config(MODES["raw"], "m", **common)["retry"]["fresh"] is False
+
+
+def test_resample_is_cut_at_reflexions_tokens_per_problem():
+    def result(passed_at, attempt_tokens):
+        return ProblemResult(outcome="passed" if passed_at else "failed", passed_at=passed_at,
+                             attempts=len(attempt_tokens), input_tokens=sum(attempt_tokens),
+                             attempt_tokens=attempt_tokens)
+
+    assert within(result(3, [100, 100, 100]), 300) == (True, 300)  # the third sample just fits
+    assert within(result(3, [100, 100, 100]), 299) == (False, 200)  # a capped run stops before it
+    assert within(result(None, [100] * 4), 250) == (False, 200)
+    assert within(result(1, [500]), 400) == (False, 0)

@@ -273,7 +273,8 @@ def test_a_bare_body_for_an_unclear_function_is_refused(repo: Path) -> None:
 def test_a_name_two_files_share_is_ambiguous(repo: Path) -> None:
     (repo / "pkg").mkdir()
     (repo / "pkg" / "util.py").write_text("X = 1\n")
-    reply = "util.py\n<<<<<<< SEARCH\nX = 1\n=======\nX = 2\n>>>>>>> REPLACE\n"
+    # Its SEARCH text is in neither file, so it cannot tell them apart (test_search_elsewhere.py).
+    reply = "util.py\n<<<<<<< SEARCH\nX = 0\n=======\nX = 2\n>>>>>>> REPLACE\n"
     with pytest.raises(EditError, match=r"2 files could be meant \(lib/util.py, pkg/util.py\)"):
         apply(repo, reply)
 

@@ -171,7 +171,8 @@ async def test_builtin_redacts_secrets_before_the_model_sees_them(git_repo: Path
     [
         ("I would change the minus to a plus.", "the reply holds no code to apply"),
         (FIX.replace("src/calc.py", "lib/calc.py").replace("a - b", "a - c"), "edit 1 for src/calc.py: SEARCH text not found"),
-        (FIX.replace("src/calc.py", "calc2.py"), "edit 1: calc2.py does not exist; the files are: README.md, src/calc.py"),
+        (FIX.replace("src/calc.py", "calc2.py").replace("a - b", "a - c"),
+         "edit 1: calc2.py does not exist; the files are: README.md, src/calc.py"),
     ],
 )
 async def test_builtin_bad_reply_is_a_failed_result_and_changes_nothing(

@@ -1,0 +1,3 @@
+class Cart:
+    def count(self) -> int:
+        return sum(self.lines.values())

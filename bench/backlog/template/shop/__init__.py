@@ -1,0 +1,1 @@
+"""A small online bookshop: catalogue, carts, customers, orders and shipping."""
