@@ -29,7 +29,7 @@ from bench.backlog.spec import FILES, PITFALL, SMOKE_CODE
 PRICING = {"inputCostPerToken": 0.000001, "outputCostPerToken": 0.000002}
 _BEFORE_FILES = r"(?:(?!\n# Repository files)[\s\S])*"  # within the prompt, not the files shown
 TAUGHT = rf"{_BEFORE_FILES}(?:## Lessons from earlier tasks|Project rules \(learned){_BEFORE_FILES}ValidationError"
-REFLECTED = rf"{_BEFORE_FILES}Reflections on earlier attempts{_BEFORE_FILES}ValidationError"
+REFLECTED = rf"{_BEFORE_FILES}Reflections from Previous Attempts{_BEFORE_FILES}ValidationError"
 REFLECTION = {
     "category": "wrong_approach",
     "analysis": "The test expects shop.errors.ValidationError with field set to the argument's name, "

@@ -4,10 +4,11 @@ The script answers from each problem's canonical solution, in the shape small mo
 write (the file's path, then the code in a fenced block), so the outcomes are known in
 advance: the first three problems are solved at the first attempt, the fourth never
 (every reply returns None), and the fifth is solved at the second attempt only when
-the retry prompt carries a reflection — its right answer is keyed on "Reflections on
-earlier attempts", so with reflexion off the wrong answer is all a retry ever gets.
+the retry prompt carries a reflection — its right answer is keyed on "Reflections from
+Previous Attempts", so with reflexion off the wrong answer is all a retry ever gets.
 A retry that gives back the failed code is asked again and then counted without being
-tested, so the fourth problem's retries are repeats and earn no reflection. Resampling
+tested, so the fourth problem's retries are repeats, each reflected on without a model
+call (every failed attempt is). Resampling
 (`resample`) asks the first prompt again each time, which the script answers as it did
 the first time: it solves the first three problems at once and neither of the others,
 every sample tested and costing the same tokens. The control
@@ -119,8 +120,9 @@ def expected(role: Role, mode: Mode) -> tuple[int | None, int]:
 def _counts_broken(mode: Mode, problem_id: str, result: ProblemResult, want: tuple[int | None, int]) -> list[str]:
     """Reflections and repeats as the script dictates; a fresh sample is never a counted repeat."""
     broken = []
-    # The first failure is reflected on; the retries that repeat it are not.
-    wanted_reflections = 1 if mode.reflexion and want[1] >= 2 else 0
+    # With reflexion on, every failed attempt is reflected on, a repeat and the last one too.
+    failed = want[1] - (0 if want[0] is None else 1)
+    wanted_reflections = failed if mode.reflexion else 0
     if result.reflections != wanted_reflections:
         broken.append(f"{mode.name} {problem_id}: {result.reflections} reflection(s), expected {wanted_reflections}")
     wanted_repeats = want[1] - 1 if want[0] is None and not mode.fresh else 0

@@ -92,9 +92,10 @@ def test_smoke_run_builds_repos_runs_every_mode_and_writes_the_table(tmp_path):
     assert (raw_repo / "solution.py").read_text() == solution_stub(PROBLEMS[4])
 
     # The never-solved problem gives back its failed code at every retry: each retry is
-    # asked again, then counted without a test run; only the first failure is reflected on.
+    # asked again, then counted without a test run; every failed attempt is reflected on,
+    # so the escalation and the memory say why the last one failed too.
     never = results.modes["reflexion"].problems[NEVER]
-    assert (never.outcome, never.attempts, never.reflections) == ("failed", 4, 1)
+    assert (never.outcome, never.attempts, never.reflections) == ("failed", 4, 4)
     assert (never.repeats_asked_again, never.repeats_counted) == (3, 3)
     assert (tmp_path / "work" / "reflexion" / "HumanEval-3" / ".openagents" / "escalations").is_dir()
     verdicts = [e for e in run_events_of(tmp_path / "work" / "reflexion" / "HumanEval-3") if e["event"] == "verdict"]
@@ -112,7 +113,7 @@ def test_smoke_run_builds_repos_runs_every_mode_and_writes_the_table(tmp_path):
     assert saved["modes"]["reflexion"]["problems"][WITH_REFLECTION]["passedAt"] == 2
     table = options.markdown_path.read_text()
     assert "| mode | finished | after 1 | after 2 | after 3 | after 4 |" in table
-    assert "| reflexion retries | 5/5 | 60.0% (3) | 80.0% (4) | 80.0% (4) | 80.0% (4) | 2 |" in table
+    assert "| reflexion retries | 5/5 | 60.0% (3) | 80.0% (4) | 80.0% (4) | 80.0% (4) | 5 |" in table
     assert "| reflexion retries | 100.0% (5/5) | 100.0% (12/12) | whole 9 | 3 | 3 |" in table
     assert "| single attempt | 5/5 | 60.0% (3) | — | — | — | 0 |" in table
     assert "| HumanEval/4 | fail (1) | fail (4) | pass at 2 |" in table
