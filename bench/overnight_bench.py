@@ -33,6 +33,7 @@ import os
 import pstats
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -79,12 +80,37 @@ def trivial_backlog(repo: Path, tasks: int) -> Path:
     return repo
 
 
-def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
-    """One measured run of `what` (1, 2: overnight's workers; "floor") on a fresh copy."""
-    work = root / "work"
+def fresh_copy(template: Path, work: Path) -> Path:
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(template, work, symlinks=True)
-    if what == "floor":
+    return work
+
+
+def two_shell_loops(template: Path, root: Path, tasks: int) -> Usage:
+    """Half the backlog's shell loop in each of two copies, both at once: what two busy
+    cores give this machine now (F3's headroom); CPU summed, wall of the pair."""
+    works = [fresh_copy(template, root / f"half-{n}") for n in (1, 2)]
+    start = time.perf_counter()
+    procs = [subprocess.Popen(["bash", "-c", SHELL_LOOP, "loop", str(w), str(tasks // 2)]) for w in works]
+    cpu, code = 0.0, 0
+    for proc in procs:
+        _, status, ru = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        cpu, code = cpu + ru.ru_utime + ru.ru_stime, code or proc.returncode
+    return Usage(cpu, time.perf_counter() - start, 0, code)
+
+
+def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
+    """One measured run of `what` (1, 2: overnight's workers; "floor"; "shell", "2 shells":
+    the shell loop alone, and in two halves at once) on a fresh copy."""
+    if what == "2 shells":
+        run = two_shell_loops(template, root, tasks)
+        assert run.code == 0, f"a shell loop exited {run.code}"
+        return run
+    work = fresh_copy(template, root / "work")
+    if what == "shell":
+        run = run_measured(["bash", "-c", SHELL_LOOP, "loop", str(work), str(tasks)])
+    elif what == "floor":
         run = run_measured(floor_then(SHELL_LOOP, str(work), str(tasks)))
     else:
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
@@ -97,25 +123,30 @@ def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
 
 def cli_figures(tasks: int, rounds: int) -> None:
     """F2 and F3 from `rounds` rounds of (1 worker, 2 workers, floor), order rotating."""
-    runs: dict[str, list[Usage]] = {"1": [], "2": [], "floor": []}
+    runs: dict[str, list[Usage]] = {"1": [], "2": [], "floor": [], "shell": [], "2 shells": []}
     order = list(runs)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="overnight-bench-") as tmp:
         template = trivial_backlog(Path(tmp) / "template", tasks)
         for n in range(rounds):
-            for what in order[n % 3:] + order[:n % 3]:
+            for what in order[n % len(order):] + order[:n % len(order)]:
                 runs[what].append(one_run(template, Path(tmp), what, tasks))
-            one, two, floor = (runs[w][-1] for w in order)
+            one, two, floor = (runs[w][-1] for w in order[:3])
             print(f"  round {n + 1}: CPU per task 1 worker {one.cpu_s / tasks * 1000:5.1f} ms, 2 workers "
                   f"{two.cpu_s / tasks * 1000:5.1f} ms, floor {floor.cpu_s / tasks * 1000:5.1f} ms; wall 1 worker "
                   f"{one.wall_s:5.2f} s, 2 workers {two.wall_s:5.2f} s", flush=True)
     print(f"load average after : {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    cpu = {w: statistics.median(u.cpu_s for u in runs[w]) / tasks * 1000 for w in order}
+    cpu = {w: statistics.median(u.cpu_s for u in runs[w]) / tasks * 1000 for w in order[:3]}
     print(f"CPU per task, medians: overnight {cpu['1']:.1f} ms, the floor (python + shell loop) {cpu['floor']:.1f} ms")
     print(f"F2 = {paired_ratio([u.cpu_s for u in runs['1']], [u.cpu_s for u in runs['floor']]):.2f}  (median of "
           f"{rounds} paired ratios; target <= 3)")
     print(f"F3 = {paired_ratio([u.wall_s for u in runs['1']], [u.wall_s for u in runs['2']]):.2f}  (wall of 1 worker "
           f"over 2 workers, median of {rounds} paired ratios; target >= 1.6)")
+    print(f"F3's headroom on this machine now: the shell loop alone over two halves at once, wall "
+          f"{paired_ratio([u.wall_s for u in runs['shell']], [u.wall_s for u in runs['2 shells']]):.2f} "
+          f"(CPU of the pair over the one: "
+          f"{paired_ratio([u.cpu_s for u in runs['2 shells']], [u.cpu_s for u in runs['shell']]):.2f})")
+    print(f"CPU per task, medians: 2 workers {cpu['2']:.1f} ms (1 worker {cpu['1']:.1f} ms)")
 
 
 def make_repo(repo: Path, tasks: int, sleep_s: float) -> Path:
