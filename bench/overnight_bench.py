@@ -47,7 +47,6 @@ from orchestrator.batch.worktree import Worktrees
 from orchestrator.session import Overrides
 from reflection.scripted import register_scripted_provider, reset_scripted_state
 
-
 BIN = Path(sys.executable).parent  # the virtualenv's console scripts sit next to its python
 # A new file per task ($$: the agent shell's own pid), so that every task has a change to commit.
 AGENT_COMMAND = 'test -s {prompt_file} && echo hello > "hello_$$.txt"'
