@@ -3,11 +3,62 @@ scripted model answers at once."""
 
 from __future__ import annotations
 
+import compileall
+import importlib.util
 import json
 import os
+import statistics
 import subprocess
+import sys
+import time
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+# What any run of a loop whose types are pydantic models and which runs on anyio pays
+# before one line of its own: the floor that F1 adds to the shell script's work.
+STACK_FLOOR = "from pydantic import BaseModel\nimport anyio\nimport asyncio"
+
+
+def precompile() -> None:
+    """Byte-compile goldenloop's own packages, as an install does: a source tree run with
+    PYTHONDONTWRITEBYTECODE would otherwise compile every module on every start."""
+    for package in ("orchestrator", "reflection"):
+        spec = importlib.util.find_spec(package)
+        for folder in spec.submodule_search_locations if spec else ():
+            compileall.compile_dir(folder, quiet=1)
+
+
+@dataclass
+class Usage:
+    cpu_s: float  # user + sys, with every child the process waited for
+    wall_s: float
+    maxrss_kib: int
+    code: int
+
+
+def run_measured(cmd: Sequence[str], env: dict[str, str] | None = None, stderr: int | None = subprocess.DEVNULL,
+                 cwd: Path | None = None) -> Usage:
+    """Run `cmd` to the end: its CPU time (os.wait4), wall time and peak RSS."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=cwd)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
+    return Usage(ru.ru_utime + ru.ru_stime, wall, ru.ru_maxrss, proc.returncode)
+
+
+def floor_then(shell_steps: str, *args: str) -> list[str]:
+    """A command that starts a fresh python importing only the stack (STACK_FLOOR), then
+    runs `shell_steps` with `args`: the denominator of F1 and F2."""
+    script = f'"$PYTHON" -c "$FLOOR"\n{shell_steps}'
+    return ["env", f"PYTHON={sys.executable}", f"FLOOR={STACK_FLOOR}", "bash", "-c", script, "steps", *args]
+
+
+def paired_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float:
+    """The median of the per-pair ratios ours / theirs."""
+    return statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
 
 
 def git(repo: Path, *args: str) -> None:

@@ -1,21 +1,26 @@
-"""How many tasks an hour does `overnight` get through, and what do workers buy?
+"""F2 and F3: what `overnight` costs per task over a shell loop, and what a second worker buys.
 
-Runs a backlog of N one-attempt tasks (the scripted model answers at once, each task
-writes its own module, the test command sleeps a fixed time) through
-`run_overnight_async`, with 1 worker and with 2 workers (worktrees), each on a fresh
-temporary repository. For each sleep (default: tiny tasks, 0 s, and 0.5 s) it runs
-`--rounds` pairs, the two runs of a pair back to back in alternating order, and prints
-each pair's tasks per minute and ratio, then the medians (targets on a 2-core machine:
-ratio >= 1.8 with 0.5 s tests, >= 1.0 on tiny tasks), and, for 1 worker, the
-orchestrator's own time per task: wall time per task minus the test command's sleep.
-The load average is printed before and after: on a loaded machine compare the ratios.
+By default, on a backlog of `--tasks` (50) trivial tasks (the command executor: the agent
+command writes one new file, the test command is `true`, heuristic reflections: no model
+call can happen), each round runs, in an order that alternates between rounds, on a fresh
+copy of the repository each:
+- a fresh `overnight DIR` process (1 worker),
+- a fresh `overnight --parallel 2 DIR` process,
+- the floor: a fresh python importing only pydantic, anyio and asyncio, then a shell loop
+  doing each task's edit, test command, `git add` and `git commit`.
+It prints F2, the median of the paired ratios of CPU per task (user + sys, children
+included, from os.wait4) of 1-worker `overnight` over the floor's (target <= 3), and F3,
+the median of the paired ratios of wall time of 1 worker over 2 workers (target >= 1.6),
+with the load average before and after. goldenloop's own modules are byte-compiled first,
+as an install leaves them.
 
-`--profile` also prints where the event loop's thread spends its time in the first
-2-worker run of each sleep (cProfile, top functions by own time), which is what bounds
-the ratio: everything but the test command and git runs on that one thread, between
-the workers' awaits.
+`--scripted` measures instead what it measured before: `run_overnight_async` in-process,
+1 and 2 workers, on backlogs that the scripted model answers at once, the test command
+sleeping `--sleeps` seconds (ratio targets: >= 1.8 with 0.5 s tests, >= 1.0 on tiny
+ones), and with `--profile` where the event loop's thread spends its time.
 
-    .venv/bin/python bench/overnight_bench.py [--tasks 20] [--sleeps 0,0.5] [--rounds 3] [--profile]
+    .venv/bin/python bench/overnight_bench.py [--tasks 50] [--rounds 5]
+    .venv/bin/python bench/overnight_bench.py --scripted [--tasks 20] [--sleeps 0,0.5] [--rounds 3] [--profile]
 """
 
 from __future__ import annotations
@@ -23,21 +28,124 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import os
 import pstats
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
-from benchkit import backlog_repo
+from benchkit import Usage, backlog_repo, floor_then, git, init_repo, paired_ratio, precompile, run_measured
 
 from orchestrator.batch.engine import Budget, OvernightOptions, RepoReport, run_overnight_async
 from orchestrator.batch.worktree import Worktrees
 from orchestrator.session import Overrides
 from reflection.scripted import register_scripted_provider, reset_scripted_state
+
+BIN = Path(sys.executable).parent  # the virtualenv's console scripts sit next to its python
+# A new file per task ($$: the agent shell's own pid), so that every task has a change to commit.
+AGENT_COMMAND = 'test -s {prompt_file} && echo hello > "hello_$$.txt"'
+# The same work by hand, task after task: what a user's script would do.
+SHELL_LOOP = r"""
+set -e
+cd "$1"
+for n in $(seq "$2"); do
+  echo hello > "hello_$n.txt"
+  true
+  git add "hello_$n.txt"
+  git commit -q -m "T-$n: write a file"
+done
+"""
+
+
+def trivial_backlog(repo: Path, tasks: int) -> Path:
+    """`tasks` open tasks for the command executor; no model call can happen."""
+    meta = init_repo(repo) / ".openagents"
+    (repo / "README.md").write_text("bench\n")
+    lines = [json.dumps({"id": f"T-{n:02d}", "status": "open", "title": f"write file {n}", "priority": 2,
+                         "createdAt": f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z"}, separators=(",", ":"))
+             for n in range(tasks)]
+    (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    config = {"testCommands": ["true"], "decomposeMinChars": 0,
+              "executor": {"kind": "command", "command": AGENT_COMMAND}, "reflexion": {"useLLM": False}}
+    (meta / "project.json").write_text(json.dumps(config))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+def fresh_copy(template: Path, work: Path) -> Path:
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(template, work, symlinks=True)
+    return work
+
+
+def two_shell_loops(template: Path, root: Path, tasks: int) -> Usage:
+    """Half the backlog's shell loop in each of two copies, both at once: what two busy
+    cores give this machine now (F3's headroom); CPU summed, wall of the pair."""
+    works = [fresh_copy(template, root / f"half-{n}") for n in (1, 2)]
+    start = time.perf_counter()
+    procs = [subprocess.Popen(["bash", "-c", SHELL_LOOP, "loop", str(w), str(tasks // 2)]) for w in works]
+    cpu, code = 0.0, 0
+    for proc in procs:
+        _, status, ru = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        cpu, code = cpu + ru.ru_utime + ru.ru_stime, code or proc.returncode
+    return Usage(cpu, time.perf_counter() - start, 0, code)
+
+
+def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
+    """One measured run of `what` (1, 2: overnight's workers; "floor"; "shell", "2 shells":
+    the shell loop alone, and in two halves at once) on a fresh copy."""
+    if what == "2 shells":
+        run = two_shell_loops(template, root, tasks)
+        assert run.code == 0, f"a shell loop exited {run.code}"
+        return run
+    work = fresh_copy(template, root / "work")
+    if what == "shell":
+        run = run_measured(["bash", "-c", SHELL_LOOP, "loop", str(work), str(tasks)])
+    elif what == "floor":
+        run = run_measured(floor_then(SHELL_LOOP, str(work), str(tasks)))
+    else:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        run = run_measured([str(BIN / "overnight"), "--parallel", what, str(work)], env)
+        board = (work / ".openagents" / "tasks.jsonl").read_text()
+        assert board.count('"status":"closed"') == tasks, f"overnight --parallel {what}: not every task closed"
+    assert run.code == 0, f"{what} exited {run.code}"
+    return run
+
+
+def cli_figures(tasks: int, rounds: int) -> None:
+    """F2 and F3 from `rounds` rounds of (1 worker, 2 workers, floor), order rotating."""
+    runs: dict[str, list[Usage]] = {"1": [], "2": [], "floor": [], "shell": [], "2 shells": []}
+    order = list(runs)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    with tempfile.TemporaryDirectory(prefix="overnight-bench-") as tmp:
+        template = trivial_backlog(Path(tmp) / "template", tasks)
+        for n in range(rounds):
+            for what in order[n % len(order):] + order[:n % len(order)]:
+                runs[what].append(one_run(template, Path(tmp), what, tasks))
+            one, two, floor = (runs[w][-1] for w in order[:3])
+            print(f"  round {n + 1}: CPU per task 1 worker {one.cpu_s / tasks * 1000:5.1f} ms, 2 workers "
+                  f"{two.cpu_s / tasks * 1000:5.1f} ms, floor {floor.cpu_s / tasks * 1000:5.1f} ms; wall 1 worker "
+                  f"{one.wall_s:5.2f} s, 2 workers {two.wall_s:5.2f} s", flush=True)
+    print(f"load average after : {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    cpu = {w: statistics.median(u.cpu_s for u in runs[w]) / tasks * 1000 for w in order[:3]}
+    print(f"CPU per task, medians: overnight {cpu['1']:.1f} ms, the floor (python + shell loop) {cpu['floor']:.1f} ms")
+    print(f"F2 = {paired_ratio([u.cpu_s for u in runs['1']], [u.cpu_s for u in runs['floor']]):.2f}  (median of "
+          f"{rounds} paired ratios; target <= 3)")
+    print(f"F3 = {paired_ratio([u.wall_s for u in runs['1']], [u.wall_s for u in runs['2']]):.2f}  (wall of 1 worker "
+          f"over 2 workers, median of {rounds} paired ratios; target >= 1.6)")
+    print(f"F3's headroom on this machine now: the shell loop alone over two halves at once, wall "
+          f"{paired_ratio([u.wall_s for u in runs['shell']], [u.wall_s for u in runs['2 shells']]):.2f} "
+          f"(CPU of the pair over the one: "
+          f"{paired_ratio([u.cpu_s for u in runs['2 shells']], [u.cpu_s for u in runs['shell']]):.2f})")
+    print(f"CPU per task, medians: 2 workers {cpu['2']:.1f} ms (1 worker {cpu['1']:.1f} ms)")
 
 
 def make_repo(repo: Path, tasks: int, sleep_s: float) -> Path:
@@ -95,12 +203,18 @@ def pairs(tasks: int, sleep_s: float, rounds: int, profile: bool) -> tuple[list[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--tasks", type=int, help="tasks in the backlog (default 50; --scripted: 20)")
+    parser.add_argument("--scripted", action="store_true", help="the scripted-model backlogs, in-process")
     parser.add_argument("--sleeps", default="0,0.5", help="seconds the test command sleeps, comma-separated")
     parser.add_argument("--sleep", type=float, help="one sleep only (same as --sleeps S)")
-    parser.add_argument("--rounds", type=int, default=3, help="pairs of runs per sleep")
+    parser.add_argument("--rounds", type=int, help="rounds (default 5; --scripted: pairs of runs per sleep, 3)")
     parser.add_argument("--profile", action="store_true", help="profile the first 2-worker run of each sleep")
     args = parser.parse_args()
+    precompile()
+    if not args.scripted:
+        cli_figures(args.tasks or 50, args.rounds or 5)
+        return
+    args.tasks, args.rounds = args.tasks or 20, args.rounds or 3
     sleeps = [args.sleep] if args.sleep is not None else [float(x) for x in args.sleeps.split(",")]
 
     register_scripted_provider()  # litellm's import is a start-up cost, not a per-task one

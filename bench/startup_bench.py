@@ -1,21 +1,23 @@
-"""What does a fresh `do-one-task` process cost against a shell script doing the same work?
+"""F1: what does a fresh `do-one-task` process cost over its own stack's floor?
 
 A tiny git repository with one trivial task and a command-executor config (the agent
 command writes a file, the test command is `true`, no model call can happen). In one
 launch, alternately (so load on the machine hits both alike), a fresh `do-one-task`
-process and a shell script doing the same edit, test command, `git add` and `git commit`
-run on a fresh copy of the repository. Prints the median CPU time (user + sys, children
-included, from os.wait4) of each and their ratio (target <= 8), the peak RSS of the
-goldenloop process (target <= 60 MiB), whether litellm was imported, the wall time of
-`--help` of each command (target < 0.3 s, no litellm), the time to report a missing API
-key (target < 0.5 s), and where the CPU time of one fresh run goes.
+process and the floor run on a fresh copy of the repository: a fresh python that imports
+only pydantic (`BaseModel`), anyio and asyncio, then a shell script doing the same edit,
+test command, `git add` and `git commit`. F1 is the median of the paired CPU ratios (user
++ sys, children included, from os.wait4; target <= 1.5). goldenloop's own modules are
+byte-compiled first, as an install leaves them. It also prints the peak RSS of the
+goldenloop process (target <= 60 MiB), whether litellm or openai was imported, the wall
+time of `--help` of each command (target < 0.3 s, no litellm), the time to report a
+missing API key (target < 0.5 s), and where the CPU time of one fresh run goes.
 
 With `--baseline DIR` (an older tree of this repository, e.g. from `git archive`), it also
 runs a command-executor project with heuristic reflections and no API key set, from both
 trees in turn: the wall time and peak RSS of each (paired runs, medians), its exit code,
 and whether litellm was imported. Such a project calls no model, so it needs no key.
 
-    .venv/bin/python bench/startup_bench.py [--pairs 7] [--help-runs 5] [--baseline DIR]
+    .venv/bin/python bench/startup_bench.py [--pairs 9] [--help-runs 5] [--baseline DIR] [--f1-only]
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchkit import git, init_repo  # bench/ is the script's folder, so on sys.path
+from benchkit import STACK_FLOOR, Usage, floor_then, git, init_repo, paired_ratio, precompile, run_measured
 
 BIN = Path(sys.executable).parent  # the virtualenv's console scripts sit next to its python
 TEST_COMMAND = "true"  # the cheapest realistic check; the shell script runs the same
@@ -58,9 +60,6 @@ echo >> "$GIT_COUNT_LOG"
 exec {git} "$@"
 """
 
-# What any run of a loop built on pydantic models and asyncio (anyio's backend) pays first.
-STACK_FLOOR = "from pydantic import BaseModel\nimport asyncio"
-
 # do-one-task in-process, reporting its own CPU and its children's at exit (RUSAGE_CHILDREN:
 # the agent and test commands and every git process it waited for).
 SELF_AND_CHILDREN = """
@@ -73,21 +72,6 @@ atexit.register(report)
 from orchestrator.cli import do_one_task_main
 sys.exit(do_one_task_main(sys.argv[2:]))
 """
-
-
-@dataclass
-class Usage:
-    cpu_s: float
-    maxrss_kib: int
-    code: int
-
-
-def run_measured(cmd: list[str], env: dict[str, str] | None = None, stderr: int | None = subprocess.DEVNULL) -> Usage:
-    """Run `cmd` to the end; its CPU time with every child it waited for, and its peak RSS."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-    _, status, ru = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
-    return Usage(ru.ru_utime + ru.ru_stime, ru.ru_maxrss, proc.returncode)
 
 
 def make_template(root: Path, config: dict) -> Path:
@@ -127,24 +111,27 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def paired_runs(template: Path, root: Path, pairs: int) -> tuple[list[Usage], list[Usage]]:
-    ours, shell = [], []
-    for _ in range(pairs):
-        work = fresh_copy(template, root)
-        run = run_measured([str(BIN / "do-one-task"), "--dir", str(work)], clean_env())
-        assert run.code == 0, f"do-one-task exited {run.code}"
-        assert (work / "hello.txt").is_file()
-        ours.append(run)
-        work = fresh_copy(template, root)
-        run = run_measured(["bash", "-c", SHELL_STEPS, "steps", str(work)])
-        assert run.code == 0, f"the shell script exited {run.code}"
-        shell.append(run)
-    return ours, shell
+    """(fresh do-one-task runs, floor runs), taking turns; which goes first alternates too."""
+    ours, floor = [], []
+    for n in range(pairs):
+        for which in ((0, 1) if n % 2 == 0 else (1, 0)):
+            work = fresh_copy(template, root)
+            if which == 0:
+                run = run_measured([str(BIN / "do-one-task"), "--dir", str(work)], clean_env())
+                assert run.code == 0, f"do-one-task exited {run.code}"
+                ours.append(run)
+            else:
+                run = run_measured(floor_then(SHELL_STEPS, str(work)))
+                assert run.code == 0, f"the floor's shell script exited {run.code}"
+                floor.append(run)
+            assert (work / "hello.txt").is_file()
+    return ours, floor
 
 
-def litellm_imported(cmd: list[str], env: dict[str, str]) -> bool:
-    """Whether `cmd` (a python program) imported litellm, from its -X importtime lines."""
+def litellm_imported(cmd: list[str], env: dict[str, str], package: str = "litellm") -> bool:
+    """Whether `cmd` (a python program) imported `package`, from its -X importtime lines."""
     done = subprocess.run(cmd, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, capture_output=True, text=True)
-    return bool(re.search(r"\|\s+litellm$", done.stderr, re.M))
+    return bool(re.search(rf"\|\s+{package}(\.\S+)?$", done.stderr, re.M))
 
 
 # -- --help and the missing key -------------------------------------------------------
@@ -299,13 +286,49 @@ def breakdown(template: Path, root: Path) -> list[tuple[str, float]]:
 # -- the report -----------------------------------------------------------------------
 
 
+def report_f1(template: Path, root: Path, pairs: int) -> None:
+    """F1 and what it is made of, from one launch of paired runs."""
+    ours, floor = paired_runs(template, root, pairs)
+    shell = median_cpu(["bash", "-c", SHELL_STEPS, "steps", str(fresh_copy(template, root))], runs=pairs)
+    stack = median_cpu([sys.executable, "-c", STACK_FLOOR], runs=pairs)
+    cpu_ours = statistics.median(u.cpu_s for u in ours)
+    cpu_floor = statistics.median(u.cpu_s for u in floor)
+    print(f"fresh do-one-task, command executor, test `true` (median CPU of {pairs}): {cpu_ours * 1000:.0f} ms")
+    print(f"the floor: fresh python importing pydantic+anyio+asyncio, then the shell script (median CPU): "
+          f"{cpu_floor * 1000:.0f} ms  (of it, separately: python {stack * 1000:.0f} ms, shell {shell * 1000:.0f} ms)")
+    print(f"F1 = {paired_ratio([u.cpu_s for u in ours], [u.cpu_s for u in floor]):.2f}  (median of {pairs} paired "
+          f"ratios; ratio of medians {cpu_ours / cpu_floor:.2f}; target <= 1.5)")
+    rss = [u.maxrss_kib / 1024 for u in ours]
+    print(f"peak RSS of do-one-task: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB "
+          "(target <= 60)")
+    cmd = [str(BIN / "do-one-task"), "--dir", str(fresh_copy(template, root))]
+    print(f"imported by the run: litellm {'yes' if litellm_imported(cmd, clean_env()) else 'no'}, openai "
+          f"{'yes' if litellm_imported([*cmd[:-1], str(fresh_copy(template, root))], clean_env(), 'openai') else 'no'}")
+
+
+def report_help_and_key(root: Path, runs: int) -> None:
+    for command in ("do-one-task", "overnight"):
+        cmd = [str(BIN / command), "--help"]
+        times = wall_times(cmd, runs)
+        print(f"{command} --help wall time: median {statistics.median(times) * 1000:.0f} ms, "
+              f"max {max(times) * 1000:.0f} ms, litellm imported: "
+              f"{'yes' if litellm_imported(cmd, dict(os.environ)) else 'no'}  (target < 300 ms, no)")
+    times, message, key_litellm = missing_key(root, runs)
+    print(f"missing API key reported in: median {statistics.median(times) * 1000:.0f} ms, "
+          f"max {max(times) * 1000:.0f} ms, litellm imported: {'yes' if key_litellm else 'no'} "
+          "(target < 500 ms)")
+    print(f"  {message}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=7)
+    parser.add_argument("--pairs", type=int, default=9)
     parser.add_argument("--help-runs", type=int, default=5)
     parser.add_argument("--baseline", type=Path, help="an older tree to compare the key-free run with")
     parser.add_argument("--key-free-only", action="store_true", help="only the key-free comparison")
+    parser.add_argument("--f1-only", action="store_true", help="only F1 and the run's imports")
     args = parser.parse_args()
+    precompile()
     if args.key_free_only:
         with tempfile.TemporaryDirectory(prefix="goldenloop-startup-") as tmp:
             report_key_free(Path(tmp), args.baseline or Path(__file__).resolve().parent.parent, args.pairs)
@@ -313,35 +336,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="goldenloop-startup-") as tmp:
         root = Path(tmp)
         template = make_template(root, command_config())
-        ours, shell = paired_runs(template, root, args.pairs)
-        run_litellm = litellm_imported([str(BIN / "do-one-task"), "--dir", str(fresh_copy(template, root))],
-                                       clean_env())
-        cpu_ours = statistics.median(u.cpu_s for u in ours)
-        cpu_shell = statistics.median(u.cpu_s for u in shell)
-        ratios = [a.cpu_s / b.cpu_s for a, b in zip(ours, shell, strict=True)]
-        rss = [u.maxrss_kib / 1024 for u in ours]
-        print(f"fresh do-one-task, command executor (median CPU of {args.pairs}): {cpu_ours * 1000:.0f} ms")
-        print(f"shell script, same edit, test and commit (median CPU): {cpu_shell * 1000:.0f} ms")
-        print(f"ratio of medians: {cpu_ours / cpu_shell:.1f}  (median of paired ratios "
-              f"{statistics.median(ratios):.1f}; target <= 8)")
-        floor = median_cpu([sys.executable, "-c", STACK_FLOOR], runs=args.pairs)
-        print(f"the stack's floor, a fresh python importing only pydantic.BaseModel and asyncio: "
-              f"{floor * 1000:.0f} ms = {floor / cpu_shell:.1f}x the shell script, before any of "
-              "goldenloop's code or git runs")
-        print(f"peak RSS of do-one-task: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB "
-              "(target <= 60)")
-        print(f"litellm imported by the run: {'yes' if run_litellm else 'no'}")
-        for command in ("do-one-task", "overnight"):
-            cmd = [str(BIN / command), "--help"]
-            times = wall_times(cmd, args.help_runs)
-            print(f"{command} --help wall time: median {statistics.median(times) * 1000:.0f} ms, "
-                  f"max {max(times) * 1000:.0f} ms, litellm imported: "
-                  f"{'yes' if litellm_imported(cmd, dict(os.environ)) else 'no'}  (target < 300 ms, no)")
-        times, message, key_litellm = missing_key(root, args.help_runs)
-        print(f"missing API key reported in: median {statistics.median(times) * 1000:.0f} ms, "
-              f"max {max(times) * 1000:.0f} ms, litellm imported: {'yes' if key_litellm else 'no'} "
-              "(target < 500 ms)")
-        print(f"  {message}")
+        report_f1(template, root, args.pairs)
+        if args.f1_only:
+            return
+        report_help_and_key(root, args.help_runs)
         rows = breakdown(template, root)
         print(f"\nwhere the CPU time of one fresh run goes (total {sum(s for _, s in rows) * 1000:.0f} ms):")
         for what, seconds in rows:

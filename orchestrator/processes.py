@@ -65,19 +65,43 @@ def become_subreaper() -> None:
         log.debug("cannot become a child subreaper")
 
 
+def _pids() -> list[int]:
+    """Every pid in /proc (plain os calls: a command's end scans them, several times a task)."""
+    try:
+        return [int(name) for name in os.listdir(PROC) if name.isdigit()]
+    except OSError:  # no /proc: not Linux
+        return []
+
+
 def _processes() -> list[tuple[int, int, int]]:
     """(pid, ppid, session) of every live process."""
     found = []
-    for entry in PROC.glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile, or not ours to read
+    for pid in _pids():
+        stat = _read_proc(pid, "stat")
+        if stat is None:  # gone meanwhile, or not ours to read
             continue
         # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 3 and fields[0] != "Z":
-            found.append((int(entry.name), int(fields[1]), int(fields[3])))
+        fields = stat[stat.rfind(b")") + 2 :].split(maxsplit=4)
+        if len(fields) > 3 and fields[0] != b"Z":
+            found.append((pid, int(fields[1]), int(fields[3])))
     return found
+
+
+def _read_proc(pid: int, name: str) -> bytes | None:
+    """The bytes of /proc/<pid>/<name>; None when the process is gone or not ours to read."""
+    try:
+        fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def escaped_pids() -> set[int]:
@@ -114,9 +138,8 @@ def _environ(pid: int, name: str) -> str | None:
     """The value of `name` in the environment `pid` was started with; None when it has none
     (or is gone, or not ours to read)."""
     prefix = f"{name}=".encode()
-    try:
-        environ = (PROC / str(pid) / "environ").read_bytes()
-    except OSError:
+    environ = _read_proc(pid, "environ")
+    if environ is None:
         return None
     return next((v[len(prefix):].decode(errors="replace") for v in environ.split(b"\0") if v.startswith(prefix)),
                 None)
@@ -220,7 +243,7 @@ def marked(project_dir: Path, task_id: str | None = None) -> list[int]:
     suffix = f"@{project_dir.resolve()}"
     spared = _ancestry()
     found = []
-    for pid in (int(entry.name) for entry in PROC.glob("[0-9]*")):
+    for pid in _pids():
         value = None if pid in spared else _environ(pid, MARK_ENV)
         if value is not None and (value == exact or (exact is None and value.endswith(suffix))):
             found.append(pid)

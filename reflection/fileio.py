@@ -67,13 +67,17 @@ def _read_umask() -> int:
 _NEW_FILE_MODE = 0o666 & ~_read_umask()
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace `path` with `data` so that it is never seen half-written, even after a crash.
 
     The data goes to a temporary file in the same directory (a rename is only atomic
     within one file system), is flushed and fsynced, renamed over `path`, and the
     directory is fsynced so the rename itself survives a power loss. An existing file's
     permission bits are kept; a new file gets the usual umask-derived mode.
+
+    `durable=False` skips both fsyncs, for files no recovery reads after a power loss
+    (reports written again by the next run, the sessions of processes a reboot ended):
+    a reader or a killed process still sees the old file or the new one, never half.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,14 +87,16 @@ def atomic_write(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
     except BaseException:
         with suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    _fsync_directory(path.parent)
+    if durable:
+        _fsync_directory(path.parent)
 
 
 def _mode_for(path: Path) -> int:

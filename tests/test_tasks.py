@@ -435,3 +435,20 @@ def test_a_board_waits_for_the_lock_and_gives_up_cleanly(tmp_path: Path) -> None
         impatient.claim("a")
 
     assert path.read_bytes() == before
+
+
+def test_atomic_write_fsyncs_unless_told_the_file_needs_no_durability(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    target = tmp_path / "state.json"
+
+    atomic_write(target, b"durable\n")
+    assert len(synced) == 2  # the file, then its folder (the rename)
+
+    atomic_write(target, b"a report\n", durable=False)
+    assert len(synced) == 2
+    assert target.read_bytes() == b"a report\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]  # still replaced, never half-written

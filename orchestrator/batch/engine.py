@@ -361,7 +361,7 @@ def _write_summaries(session: ProjectSession, report: RepoReport) -> None:
     write_morning_report(session.project_dir, report.run_id, report.outcomes, stop_reason=stop,
                          meter=session.run_meter)
     path = Layout(session.project_dir).run_summary(report.run_id)
-    atomic_write(path, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n")
+    atomic_write(path, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n", durable=False)
     session.runlog.event("run_stopped", reason=stop, summary=str(path))  # type: ignore[union-attr]
 
 

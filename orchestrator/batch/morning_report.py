@@ -55,7 +55,7 @@ def write_morning_report(project_dir: Path, run_id: str, outcomes: Sequence[Task
     events = read_events(log) if log.is_file() else []
     page = render_page(run_id, outcomes, matched(outcomes, stories_of(events)), stop_reason=stop_reason, meter=meter)
     path = layout.runs / f"{run_id}.html"
-    atomic_write(path, page.encode("utf-8"))
+    atomic_write(path, page.encode("utf-8"), durable=False)  # a report, read by people: no recovery needs it
     return path
 
 

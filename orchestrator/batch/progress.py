@@ -44,5 +44,6 @@ def write_progress(
     if blocked:
         lines += ["", "## Needs a human", ""]
         lines += [f"- {o.task_id}: {o.reason}" for o in blocked]
-    atomic_write(path, redact("\n".join(lines) + "\n").encode())
+    # A report for people, written again by the next run: no recovery needs it after a power loss.
+    atomic_write(path, redact("\n".join(lines) + "\n").encode(), durable=False)
     return path

@@ -1,7 +1,7 @@
 """`RepoReport`: one repository's share of a run, and the summary JSON written from it.
 
 Its own module so that `do-one-task`, which writes the same summary, does not import the
-overnight engine (and GitPython with it) to do so.
+overnight engine (and its worktrees) to do so.
 """
 
 from __future__ import annotations

@@ -18,21 +18,35 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import git
-from git.exc import GitCommandError
-from git.refs.symbolic import SymbolicReference
+from orchestrator.git.repo import GitPlumbing
 
 BRANCH_PREFIX = "goldenloop/"
 
 
 class MergeConflict(Exception):
     """The task's commits do not apply on the base branch; they are kept on a branch."""
+
+
+class GitFailed(Exception):
+    """A git command exited non-zero; `stderr` says why."""
+
+    def __init__(self, args: Sequence[str], stderr: str) -> None:
+        super().__init__(f"git {args[0]} failed: {_last_line(stderr)}")
+        self.stderr = stderr
+
+
+def _run(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    # English messages: the last line of a failure is quoted to the user.
+    return subprocess.run(["git", *args], cwd=cwd, env={**os.environ, "LC_ALL": "C", "LANGUAGE": "C"},
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
 
 
 def safe_name(text: str) -> str:
@@ -45,6 +59,7 @@ class Worktree:
     base: str  # the commit the task in it started from
     task_id: str = ""
     fresh: bool = True  # just added: already at `base`, nothing to reset
+    refs: GitPlumbing | None = field(default=None, repr=False, compare=False)  # reads its HEAD
 
     @property
     def branch(self) -> str:
@@ -58,24 +73,29 @@ class Worktrees:
         self.link, self.copy = tuple(link), tuple(copy)
         digest = hashlib.sha256(str(root).encode()).hexdigest()[:10]
         self.home = Path(tempfile.gettempdir()) / "goldenloop-worktrees" / f"{root.name}-{digest}"
+        self._refs: GitPlumbing | None = None
 
     def _git(self, *args: str, cwd: Path | None = None) -> str:
-        return str(git.Git(cwd or self.root).execute(["git", *args]))
+        done = _run(args, cwd or self.root)
+        if done.returncode != 0:
+            raise GitFailed(args, done.stderr)
+        return done.stdout.removesuffix("\n")
 
     def _try(self, *args: str) -> bool:
         """A clean-up step: its failure (nothing to remove) is not an error."""
-        status, _, _ = git.Git(self.root).execute(
-            ["git", *args], with_exceptions=False, with_extended_output=True
-        )
-        return status == 0
+        return _run(args, self.root).returncode == 0
 
     def head(self) -> str:
         """The base branch's tip, read from the refs files (no git process)."""
-        return SymbolicReference.dereference_recursive(git.Repo(self.root), "HEAD")
+        if self._refs is None:
+            self._refs = GitPlumbing(self.root)
+        return self._refs.head()
 
     @staticmethod
     def _tree_head(tree: Worktree) -> str:
-        return SymbolicReference.dereference_recursive(git.Repo(tree.path), "HEAD")
+        if tree.refs is None:
+            tree.refs = GitPlumbing(tree.path)
+        return tree.refs.head()
 
     def add(self, name: str) -> Worktree:
         """A worktree for one worker, at the base branch's tip. On the main checkout's lock."""
@@ -130,7 +150,7 @@ class Worktrees:
         if tip != tree.base:
             try:
                 self._git("rebase", "--quiet", tip, cwd=tree.path)
-            except GitCommandError as exc:
+            except GitFailed as exc:
                 self._try_in(tree.path, "rebase", "--abort")
                 self._keep(tree)
                 raise MergeConflict(
@@ -140,7 +160,7 @@ class Worktrees:
         head = self._tree_head(tree)
         try:
             self._git("merge", "--ff-only", "--quiet", head)
-        except GitCommandError as exc:
+        except GitFailed as exc:
             self._keep(tree)
             raise MergeConflict(
                 f"the base branch could not be fast-forwarded; the commits are kept on branch "
@@ -154,7 +174,7 @@ class Worktrees:
 
     @staticmethod
     def _try_in(cwd: Path, *args: str) -> None:
-        git.Git(cwd).execute(["git", *args], with_exceptions=False, with_extended_output=True)
+        _run(args, cwd)
 
     def branch_name(self) -> str:
         return self._git("rev-parse", "--abbrev-ref", "HEAD")

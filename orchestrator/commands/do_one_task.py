@@ -63,7 +63,7 @@ def _summarise(session: ProjectSession, outcomes: list[TaskOutcome], reason: str
     )
     report = RepoReport(session.project_dir, session.runlog.run_id, list(outcomes), stop_reason=reason)
     summary = Layout(session.project_dir).run_summary(report.run_id)
-    atomic_write(summary, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n")
+    atomic_write(summary, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n", durable=False)
     write_morning_report(session.project_dir, session.runlog.run_id, outcomes, stop_reason=reason,
                          meter=session.run_meter)
 

@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 from orchestrator.config import ExecutorConfig
-from orchestrator.executors.presets import PRESETS
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _INTERPRETED = re.compile(r"[\s$`\\\"'(){}\[\]<>|&;*?~!#=]")  # the shell acts on these first
@@ -28,6 +27,8 @@ def missing_agent_program(executor: ExecutorConfig, repo_dir: Path) -> str | Non
     if executor.kind == "command":
         program, key = first_program(executor.command or ""), "executor.command"
     else:
+        from orchestrator.executors.presets import PRESETS  # a command agent never needs the table
+
         program, key = executor.program or PRESETS[executor.kind].program, "executor.program"
     if program is None or _shell_finds(program, repo_dir):
         return None

@@ -12,12 +12,14 @@ later attempt needs is kept on the subtask's state (loop/state.py), not here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.checks.convergence import StopReason
-from orchestrator.checks.review import Review
 from orchestrator.executors import ExecutionRequest
 from reflection.meter import Meter
+
+if TYPE_CHECKING:  # the review's modules load only in a project that reviews
+    from orchestrator.checks.review import Review
 
 
 @dataclass

@@ -15,7 +15,6 @@ import time
 from orchestrator.budget import BudgetExceeded
 from orchestrator.checks.convergence import StopReason
 from orchestrator.checks.judge import Judgement
-from orchestrator.checks.review import review_block
 from orchestrator.checks.verify import Verdict, verify
 from orchestrator.executors import ExecutionRequest, ExecutionResult
 from orchestrator.loop.attempt import Attempt, Escalate, KeepBest, PutBack, Retry
@@ -193,6 +192,8 @@ async def review(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgemen
                        f"{best.iteration}'s {best.evaluation.overall_score:.2f}")
     s.revisions += 1
     s.start, s.next_applying = a.number, list(scored.improvements)
+    from orchestrator.checks.review import review_block  # only a project that reviews loads it
+
     s.last = LastAttempt(a.number, diff, "\n".join(review_block(scored, settings.success_threshold)), reviewed=True)
     s.event("revision_asked", attempt=a.number, score=round(scored.score, 4), improvements=scored.improvements)
     raise Retry

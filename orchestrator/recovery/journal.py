@@ -209,7 +209,8 @@ class EarlySessions:
 
     def add(self, sid: int) -> None:
         self.sids.append(sid)
-        atomic_write(self.path, orjson.dumps(self.sids))
+        # Not fsynced: a power loss ends these processes too, and a torn record names none.
+        atomic_write(self.path, orjson.dumps(self.sids), durable=False)
 
     def end(self) -> None:
         self.path.unlink(missing_ok=True)
