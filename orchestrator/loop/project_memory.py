@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from orchestrator.config import MemoryConfig, ProjectConfig, memory_store_url
 from orchestrator.layout import Layout
+from orchestrator.loop.agent_name import agent_name
 from reflection.backends import open_lesson_index, open_store
 from reflection.rules import rules_prompt
 from reflection.store import ReflectionStore
@@ -97,17 +98,3 @@ def _origin_url(project_dir: Path) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() or None if done.returncode == 0 else None
-
-
-def agent_name(config: ProjectConfig) -> str:
-    """Who a task's reflections are filed under: memory.agentName, else the model of the
-    builtin executor, the program a command executor runs, or the agent preset's name."""
-    if config.memory.agent_name:
-        return config.memory.agent_name
-    if config.executor.kind not in ("builtin", "command"):  # an agent preset: the agent did the work
-        return config.executor.kind
-    command = config.executor.command
-    if config.executor.kind == "command" and command:
-        words = command.split()
-        return Path(words[0]).name if words else "command"
-    return config.default_model
