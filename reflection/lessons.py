@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Protocol
 
 import orjson
@@ -293,7 +294,7 @@ def score_lesson(
     tools = tool_overlap(lesson.tools, query.tools or ())
     files = file_overlap(lesson.files, query.files)
     signature = float(bool(lesson.error_signature) and lesson.error_signature in query.error_signatures)
-    asked = stems(query.text)
+    asked = query_stems(query.text)
     words = len(stems(lesson.search_text) & asked) if lexical else 0
     text = min(max(text_similarity, 0.0), 1.0) * (word_weight(words, len(asked)) if lexical else 1.0)
     relevance = TASK_TYPE * task_type + TOOLS * tools + SIGNATURE * signature + FILES * files + TEXT * text
@@ -346,6 +347,12 @@ _COMMON_WORDS = """the and for with that this from into when then than are was w
 _COMMON = frozenset(_COMMON_WORDS.split())
 _WORD = re.compile(r"[^\W_]+")
 _SUFFIXES = ("ing", "ed", "es", "s", "e")
+
+
+@lru_cache(maxsize=64)
+def query_stems(text: str) -> frozenset[str]:
+    """`stems` of a query, worked out once for all the candidates it is scored against."""
+    return frozenset(stems(text))
 
 
 def stems(text: str) -> set[str]:
