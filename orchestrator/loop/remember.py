@@ -94,8 +94,10 @@ def record_use(p: LoopParts, ids: Sequence[str], task: Task, attempt: int, passe
 # -- when a task ends -----------------------------------------------------------------
 
 
-def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutcome) -> None:
-    """The outcome reflection of a task that closed or was blocked (none for a stop)."""
+async def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutcome,
+                        replayed_from: str | None = None) -> None:
+    """The outcome reflection of a task that closed or was blocked (none for a stop):
+    written by the reflection model when reflexion uses one, else by the heuristic."""
     memory = p.memory
     if memory is None or outcome.status not in ("closed", "blocked"):
         return
@@ -104,11 +106,14 @@ def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutc
     clean = all(a.outcome in PLAIN_PASS for s in plan.subtasks for a in s.attempts)
     if outcome.status == "closed" and clean and memory.settings.success_procedures != "always":
         return  # passed at once: nothing to learn, and nothing to import
-    from reflection.outcome import outcome_reflections
+    from reflection.outcome_model import written_outcome_reflections
 
+    service = p.reflections
     try:
-        story = _story(p, memory, task, plan, outcome)
-        made = outcome_reflections(story, success_procedures=memory.settings.success_procedures)
+        story = replace(_story(p, memory, task, plan, outcome), replayed_from=replayed_from)
+        made = await written_outcome_reflections(
+            story, service.model if service else None, timeout_s=service.timeout_s if service else 0.0,
+            success_procedures=memory.settings.success_procedures)
         for record in made:
             _keep(p, memory, record)
     except Exception as exc:  # noqa: BLE001 - a lesson lost, never the task's result
