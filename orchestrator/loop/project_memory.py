@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -36,6 +36,8 @@ class ProjectMemory:
     agent: str
     settings: MemoryConfig
     index: LessonRanker | None  # None: lessons of other tasks are not shown (crossTaskLessons off)
+    # The success procedure each task of this session was offered as a playbook, by task id.
+    playbooks: dict[str, str] = field(default_factory=dict)
 
     def rules(self) -> str:
         """memory/rules.md as a prompt block, read each time: a rule may join during a run."""
