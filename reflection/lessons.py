@@ -328,9 +328,9 @@ def same_task_type(lesson_type: str | None, query_type: str | None) -> float:
 
 def word_weight(shared: int, asked: int) -> float:
     """How much text similarity counts when the texts share `shared` of the `asked`
-    distinctive words of the query: nothing below TEXT_MIN_WORDS (or all of a shorter
-    query's), in full from TEXT_FULL_WORDS (or all of them)."""
-    if asked == 0 or shared < min(TEXT_MIN_WORDS, asked):
+    distinctive words of the query: nothing below TEXT_MIN_WORDS (one word of a query of
+    one or two, as a person searching types), in full from TEXT_FULL_WORDS (or all of them)."""
+    if asked == 0 or shared < min(TEXT_MIN_WORDS, max(1, asked - 1)):
         return 0.0
     return min(1.0, shared / min(TEXT_FULL_WORDS, asked))
 
