@@ -295,7 +295,7 @@ def score_lesson(
     files = file_overlap(lesson.files, query.files)
     signature = float(bool(lesson.error_signature) and lesson.error_signature in query.error_signatures)
     asked = query_stems(query.text)
-    words = len(stems(lesson.search_text) & asked) if lexical else 0
+    words = shared_count(lesson.search_text, asked) if lexical and text_similarity > 0 else 0
     text = min(max(text_similarity, 0.0), 1.0) * (word_weight(words, len(asked)) if lexical else 1.0)
     relevance = TASK_TYPE * task_type + TOOLS * tools + SIGNATURE * signature + FILES * files + TEXT * text
     if relevance <= 0.0:
@@ -353,6 +353,30 @@ _SUFFIXES = ("ing", "ed", "es", "s", "e")
 def query_stems(text: str) -> frozenset[str]:
     """`stems` of a query, worked out once for all the candidates it is scored against."""
     return frozenset(stems(text))
+
+
+@lru_cache(maxsize=64)
+def _prefixes(asked: frozenset[str]) -> frozenset[str]:
+    return frozenset(stem[:3] for stem in asked)
+
+
+def shared_count(text: str, asked: frozenset[str]) -> int:
+    """How many of the query's `stems` `text` holds. Only a word that starts like one of
+    them is stemmed: a candidate's text is read once per query, and most of its words
+    cannot match."""
+    prefixes = _prefixes(asked)
+    found = set()
+    for word in _words(text):
+        if word[:3] in prefixes:
+            stem = _stem(word)
+            if stem in asked:
+                found.add(stem)
+    return len(found)
+
+
+@lru_cache(maxsize=4096)  # a long run ranks the same lessons for task after task
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _COMMON)
 
 
 def stems(text: str) -> set[str]:
