@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reflection.lessons import Lesson, RankedLesson
+from reflection.text import shorten
 
 __all__ = ["PLAYBOOK_HEADING", "PLAYBOOK_POOL", "choose_playbook", "playbook_block"]
 
 PLAYBOOK_HEADING = "## Playbook from an earlier task"
+MAX_STEPS, STEP_CHARS = 8, 200  # a playbook's size in a prompt, at most
 PLAYBOOK_POOL = 10  # ranked lessons a playbook is looked for among, beyond those shown as lessons
 # Relevance a playbook needs beyond shared words: a similar task, not a similar sentence.
 _SIMILAR = ("task_type", "tools", "files", "signature")
@@ -42,5 +44,5 @@ def playbook_block(lesson: Lesson) -> str:
     intro = (f"Task {whose}, a similar one, succeeded with these steps. Replay them, adapted to this task, "
              "unless one clearly does not apply:")
     lines = [PLAYBOOK_HEADING, intro]
-    lines += [f"{number}. {step}" for number, step in enumerate(lesson.steps, 1)]
+    lines += [f"{number}. {shorten(step, STEP_CHARS)}" for number, step in enumerate(lesson.steps[:MAX_STEPS], 1)]
     return "\n".join(lines)
