@@ -28,7 +28,7 @@ def two_tasks(git_repo: Path, t2_replies: list[dict]) -> Path:
                         config={"reflexion": {"useLLM": False}, "retry": {"preflight": False}})
 
 
-def test_a_later_similar_task_is_offered_the_steps_that_worked_and_replays_them(git_repo: Path) -> None:
+def test_a_later_similar_task_is_offered_the_steps_that_worked_and_replays_them(git_repo: Path, capsys) -> None:
     repo = two_tasks(git_repo, [{"match": WITH_PLAYBOOK, "reply": KEEP_SUM},
                                 {"match": "Task T-2:", "reply": BREAK_SUM, "times": None}])
     assert do_one_task(repo) == 0
@@ -37,6 +37,7 @@ def test_a_later_similar_task_is_offered_the_steps_that_worked_and_replays_them(
 
     assert do_one_task(repo) == 0
 
+    assert "playbook of T-1 in the first prompt:" in capsys.readouterr().out
     (offered,) = events_of(repo, "playbook_offered", "T-2")
     assert offered["id"] == procedure["id"] and offered["fromTask"] == "T-1"
     assert offered["steps"] == len(procedure["procedure"])
