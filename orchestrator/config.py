@@ -356,7 +356,8 @@ class MemoryConfig(_ConfigModel):
     # worked), always, or never. Failed and partial tasks always leave their reflection.
     success_procedures: Literal["after_failure", "always", "never"] = "after_failure"
     # The name a task's reflections are filed under (memory/reflections/<agent>/); None:
-    # the model for the builtin executor, the program of a command executor.
+    # the model for the builtin executor, the agent a command executor runs (its script or
+    # program, not its interpreter: `python agent.py` is "agent"), or the preset's name.
     agent_name: str | None = Field(default=None, min_length=1)
     live_per_agent: int = Field(default=30, ge=1)  # older outcome reflections are archived
     # A lesson's rule seen by this many passing attempts joins memory/rules.md, which every

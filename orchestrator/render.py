@@ -183,8 +183,12 @@ class HumanLines:
         shown = ", ".join(f"{item.get('kind')} of {_task_of(item)}" for item in e.get("lessons") or [])
         return f"  lessons from earlier tasks in the first prompt: {shown}"
 
+    def _playbook_offered(self, e: Event) -> str:
+        return f"  playbook of {e.get('fromTask')} in the first prompt: {e.get('steps')} step(s) that worked there"
+
     def _outcome_reflected(self, e: Event) -> str:
-        return f"  {e.get('outcome')} reflection kept for other tasks: {e.get('page')}"
+        by = " (written by the model)" if e.get("source") == "llm" else ""
+        return f"  {e.get('outcome')} reflection{by} kept for other tasks: {e.get('page')}"
 
     def _rules_promoted(self, e: Event) -> str:
         return f"  {len(e.get('rules') or [])} rule(s) joined .openagents/memory/rules.md"

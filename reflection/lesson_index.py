@@ -63,7 +63,7 @@ T = TypeVar("T")
 
 REFLECTIONS = "reflections.jsonl"
 DATABASE = "lessons.sqlite"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: lessons carry the tools they name and their steps
 
 FTS_CANDIDATES = 200
 KEY_CANDIDATES = 50  # per key: a common task type must not flood the scorer
@@ -146,7 +146,7 @@ def lesson_keys(lesson: Lesson) -> set[str]:
         keys.add(f"s:{lesson.error_signature}")
     if lesson.task_type:
         keys.add(f"t:{lesson.task_type.lower()}")
-    return keys
+    return keys | {f"k:{tool}" for tool in lesson.tools}
 
 
 def query_keys(query: LessonQuery) -> set[str]:
@@ -155,7 +155,7 @@ def query_keys(query: LessonQuery) -> set[str]:
     keys |= {f"s:{sig}" for sig in query.error_signatures if sig}
     if query.task_type:
         keys.add(f"t:{query.task_type.lower()}")
-    return keys
+    return keys | {f"k:{tool}" for tool in query.tools or ()}
 
 
 def unit_vector(values: list[float]) -> bytes:
@@ -432,7 +432,8 @@ class LessonIndex:
         ranked: list[RankedLesson] = []
         for seq, lesson in lessons.items():
             shown, helped = uses.get(lesson.id, (0, 0))
-            scored = score_lesson(lesson, query, similarity.get(seq, 0.0), shown=shown, helped=helped, now=now)
+            scored = score_lesson(lesson, query, similarity.get(seq, 0.0), shown=shown, helped=helped, now=now,
+                                  lexical=self.embedder is None)
             if scored is not None:
                 ranked.append(scored)
         return best_lessons(ranked, limit)

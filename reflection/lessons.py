@@ -6,17 +6,25 @@ either from its plain JSON object, so this module depends on no record class; an
 else on a line (another shape, a record with nothing to teach) gives None.
 
 Scoring (`score_lesson`) is deliberately one small function so that a run log can say
-why a lesson was chosen:
+why a lesson was chosen. Relevance follows seed 001's order:
 
-    relevance  = text similarity * TEXT + same task type * TASK_TYPE
-                 + label overlap * LABELS + file overlap * FILES + same signature * SIGNATURE
+    relevance  = TASK_TYPE * same task type (or shared labels)      8
+               + TOOLS     * a shared tool or API (reflection/tools.py)   4
+               + SIGNATURE * same error signature + FILES * same file     1.5 + 1
+               + TEXT      * text similarity                            1
     usefulness = 2 * (helped + 1) / (shown + 2)
     score      = relevance * usefulness
+
+Each tier outweighs everything below it together: a lesson of the same task type ranks
+above one that only shares a tool, which ranks above one that only shares words. Text
+only refines: lexical similarity counts once the texts share at least TEXT_MIN_WORDS
+distinctive words (one shared "release" is no evidence), and grows with their number. The
+generic task type "task" (the backlog's default) says nothing and is not matched.
 
 A lesson with no relevance is never returned, however useful it was elsewhere. The
 usefulness factor is 1.0 for a lesson never shown, rises towards 2 for one that keeps
 being followed by passing attempts and falls towards 0 for one shown many times that
-never helped, so lessons that never help fade. Recency only breaks ties.
+never helped, so lessons that never help fade. Recency breaks ties (`best_lessons`).
 """
 
 from __future__ import annotations
@@ -25,25 +33,30 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Protocol
 
 import orjson
 
 from reflection.text import shorten
+from reflection.tools import tool_overlap, tools_named
 
 USES = "lesson-uses.jsonl"  # beside reflections.jsonl: each showing of a lesson, and whether it helped
 TEXT_CHARS = 600  # a lesson's text: room for an attempt's analysis and suggestion, clipped
 RULE_PREFIX = "i should follow this rule:"
 OUTCOMES = ("failed", "partial", "success", "decision")
 
-# Relevance weights. Text is the broad signal; a shared error signature or file is the
-# strongest evidence that a lesson is about the same problem, so they weigh more.
-TEXT = 0.8
-TASK_TYPE = 0.5
-LABELS = 0.5
-FILES = 1.0
+# Relevance weights, in the seed's order (see the module docstring): each tier outweighs
+# the sum of those below it.
+TASK_TYPE = 8.0
+TOOLS = 4.0
 SIGNATURE = 1.5
+FILES = 1.0
+TEXT = 1.0
 BASENAME_ONLY = 0.5  # a file of the same name elsewhere counts half
+TEXT_MIN_WORDS = 2  # distinctive words both texts must share before text similarity counts
+TEXT_FULL_WORDS = 4  # ... and with this many it counts in full
+GENERIC_TYPES = frozenset({"", "task"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,8 @@ class Lesson:
     # lesson (reflection/postgres/lessons.py); "" for the asking project's own. Last, so
     # that lessons.sqlite rows written before it still read.
     project: str = ""
+    tools: tuple[str, ...] = ()  # the tools and APIs it names (reflection/tools.py)
+    steps: tuple[str, ...] = ()  # a success procedure's steps: its playbook (reflection/playbook.py)
 
     @classmethod
     def from_record(cls, obj: Any) -> Lesson | None:
@@ -90,8 +105,7 @@ class Lesson:
     @classmethod
     def from_json(cls, data: bytes | str) -> Lesson:
         values = orjson.loads(data)
-        values[6], values[7] = tuple(values[6]), tuple(values[7])  # labels, files
-        return cls(*values)
+        return cls(*(tuple(v) if isinstance(v, list) else v for v in values))  # labels, files, tools, steps
 
 
 def _text(obj: dict[str, Any], key: str) -> str:
@@ -129,6 +143,7 @@ def _from_attempt(obj: dict[str, Any]) -> Lesson | None:
         created_at=_text(obj, "createdAt"),
         agent=_text(obj, "model") or None,
         context=_joined(*_texts(obj, "actionItems")),
+        tools=_tools(obj, text, *_texts(obj, "actionItems")),
     )
 
 
@@ -176,7 +191,15 @@ def _from_outcome(obj: dict[str, Any]) -> Lesson | None:
         created_at=_text(obj, "createdAt"),
         agent=_text(obj, "agent") or None,
         context=shorten(context, TEXT_CHARS),
+        tools=_tools(obj, text, context, rule or "", *_texts(obj, "procedure")),
+        steps=_texts(obj, "procedure") if outcome == "success" else (),
     )
+
+
+def _tools(obj: dict[str, Any], *texts: str) -> tuple[str, ...]:
+    """The record's own `tools` key, then what its texts name."""
+    named = tools_named("\n".join(texts))
+    return tuple(dict.fromkeys((*(t.lower() for t in _texts(obj, "tools")), *named)))
 
 
 @dataclass(frozen=True)
@@ -189,6 +212,11 @@ class LessonQuery:
     files: tuple[str, ...] = ()
     error_signatures: tuple[str, ...] = ()
     exclude_task_id: str | None = None  # the asking task: its own lessons are in its retries already
+    tools: tuple[str, ...] | None = None  # None: the tools and APIs `text` names
+
+    def __post_init__(self) -> None:
+        if self.tools is None:
+            object.__setattr__(self, "tools", tools_named(self.text))
 
 
 @dataclass(frozen=True)
@@ -252,30 +280,37 @@ def score_lesson(
     shown: int = 0,
     helped: int = 0,
     now: datetime | None = None,
+    lexical: bool = True,
 ) -> RankedLesson | None:
     """The lesson's score for `query`, or None when it is not relevant or not allowed.
 
-    `text_similarity` is in [0, 1]: bm25 relative to the best candidate, or a cosine.
+    `text_similarity` is in [0, 1]: bm25 relative to the best candidate (`lexical`), or a
+    cosine of embeddings, which needs no shared word and is taken as it is.
     """
     if query.exclude_task_id is not None and lesson.task_id == query.exclude_task_id:
         return None
-    same_type = float(bool(query.task_type) and (lesson.task_type or "").lower() == query.task_type.lower())
-    labels = label_overlap(lesson.labels, query.labels)
+    labels = label_overlap(lesson.labels, query.labels)  # the user's own kinds of task
+    task_type = max(same_task_type(lesson.task_type, query.task_type), labels)
+    tools = tool_overlap(lesson.tools, query.tools or ())
     files = file_overlap(lesson.files, query.files)
     signature = float(bool(lesson.error_signature) and lesson.error_signature in query.error_signatures)
-    text = min(max(text_similarity, 0.0), 1.0)
-    relevance = TEXT * text + TASK_TYPE * same_type + LABELS * labels + FILES * files + SIGNATURE * signature
+    asked = query_stems(query.text)
+    words = shared_count(lesson.search_text, asked) if lexical and text_similarity > 0 else 0
+    text = min(max(text_similarity, 0.0), 1.0) * (word_weight(words, len(asked)) if lexical else 1.0)
+    relevance = TASK_TYPE * task_type + TOOLS * tools + SIGNATURE * signature + FILES * files + TEXT * text
     if relevance <= 0.0:
         return None
     factor = usefulness(shown, helped)
     created = created_timestamp(lesson)
     age_days = round(((now or datetime.now(UTC)).timestamp() - created) / 86400, 1) if created else None
     why = {
-        "text": round(text, 4),
-        "task_type": same_type,
+        "task_type": round(task_type, 4),
         "labels": round(labels, 4),
-        "files": files,
+        "tools": tools,
         "signature": signature,
+        "files": files,
+        "text": round(text, 4),
+        "shared_words": words if lexical else None,
         "relevance": round(relevance, 4),
         "shown": shown,
         "helped": helped,
@@ -283,6 +318,78 @@ def score_lesson(
         "age_days": age_days,
     }
     return RankedLesson(lesson=lesson, score=relevance * factor, why=why)
+
+
+def same_task_type(lesson_type: str | None, query_type: str | None) -> float:
+    """1.0 for the same specific task type; the generic "task" matches nothing."""
+    wanted = (query_type or "").strip().lower()
+    return float(wanted not in GENERIC_TYPES and (lesson_type or "").strip().lower() == wanted)
+
+
+def word_weight(shared: int, asked: int) -> float:
+    """How much text similarity counts when the texts share `shared` of the `asked`
+    distinctive words of the query: nothing below TEXT_MIN_WORDS (one word of a query of
+    one or two, as a person searching types), in full from TEXT_FULL_WORDS (or all of them)."""
+    if asked == 0 or shared < min(TEXT_MIN_WORDS, max(1, asked - 1)):
+        return 0.0
+    return min(1.0, shared / min(TEXT_FULL_WORDS, asked))
+
+
+# Words of any coding task: shared by a lesson and a task, they say nothing about either.
+_COMMON_WORDS = """the and for with that this from into when then than are was were been being have has had not
+    but all any can could should would will shall may might must its our your their there here what which who
+    why how use used using also only just more most some such each other very too does did done make made get
+    got out off over under again once about after before while where them they you these those because
+    instead new old add added adds fix fixed fixes fixing change changed changes update updated updates file
+    files code test tests task tasks run runs ran work works worked make sure first last one two time step
+    steps value values return returns function method class module line lines error errors fail failed fails
+    failure attempt attempts pass passed passes check checks"""
+_COMMON = frozenset(_COMMON_WORDS.split())
+_WORD = re.compile(r"[^\W_]+")
+_SUFFIXES = ("ing", "ed", "es", "s", "e")
+
+
+@lru_cache(maxsize=64)
+def query_stems(text: str) -> frozenset[str]:
+    """`stems` of a query, worked out once for all the candidates it is scored against."""
+    return frozenset(stems(text))
+
+
+@lru_cache(maxsize=64)
+def _prefixes(asked: frozenset[str]) -> frozenset[str]:
+    return frozenset(stem[:3] for stem in asked)
+
+
+def shared_count(text: str, asked: frozenset[str]) -> int:
+    """How many of the query's `stems` `text` holds. Only a word that starts like one of
+    them is stemmed: a candidate's text is read once per query, and most of its words
+    cannot match."""
+    prefixes = _prefixes(asked)
+    found = set()
+    for word in _words(text):
+        if word[:3] in prefixes:
+            stem = _stem(word)
+            if stem in asked:
+                found.add(stem)
+    return len(found)
+
+
+@lru_cache(maxsize=4096)  # a long run ranks the same lessons for task after task
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _COMMON)
+
+
+def stems(text: str) -> set[str]:
+    """The distinctive words of a text: 3+ letters, no common word, crudely stemmed."""
+    return {_stem(w) for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _COMMON}
+
+
+def _stem(word: str) -> str:
+    """"releases", "released", "release" -> "releas": enough to match a word's forms."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
 
 
 def normal_text(text: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
+from reflection.redact import redact
 from reflection.schema import (
     ITEM_CHARS,
     TEXT_CHARS,
@@ -34,6 +35,7 @@ from reflection.schema import (
     utc_now,
 )
 from reflection.text import joined_lines
+from reflection.tools import tools_named
 
 Outcome = Literal["failed", "partial", "success", "decision"]
 SuccessProcedures = Literal["after_failure", "always", "never"]
@@ -60,6 +62,9 @@ class OutcomeReflection(StoredLine):
     task_type: str | None = None
     labels: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
+    # The libraries, commands, endpoints and services the task named (reflection/tools.py):
+    # a later task naming one of them is shown this record before others of its kind.
+    tools: list[str] = Field(default_factory=list)
     error_signature: str | None = None
     # failed: all five; partial: what happened, what went wrong, what to do differently
     what_happened: str | None = None
@@ -78,6 +83,9 @@ class OutcomeReflection(StoredLine):
     principle: str | None = None
     procedure: list[str] | None = None
     source: Literal["heuristic", "llm"] = "heuristic"
+    model: str | None = None  # the model that wrote it (source "llm")
+    # The success procedure whose steps the task was offered as a playbook (Record & Replay).
+    replayed_from: str | None = None
 
     def lesson_text(self) -> str:
         """The short text a prompt shows for this record."""
@@ -148,6 +156,7 @@ class TaskStory:
     subtasks_done: int
     attempts: tuple[AttemptStory, ...]
     waived: tuple[str, ...] = ()
+    replayed_from: str | None = None  # the success procedure offered to it as a playbook
 
     @property
     def failures(self) -> list[AttemptStory]:
@@ -255,6 +264,7 @@ def decision_reflection(
     """Why one path was taken where several existed (a decomposition, a rollback)."""
     return OutcomeReflection(
         outcome="decision",
+        tools=_items(tools_named(redact(title))),
         decision=_prose(_sentence(decision)),
         alternatives=_items(alternatives),
         why_chosen=_prose(_sentence(why)),
@@ -320,9 +330,12 @@ def _success(story: TaskStory) -> OutcomeReflection:
 def _record(story: TaskStory, outcome: Outcome, **fields: Any) -> OutcomeReflection:
     files = dict.fromkeys(path for attempt in story.attempts for path in attempt.files)
     last = _last_failure(story)
+    named = "\n".join([story.title, story.description, *(attempt.summary for attempt in story.attempts)])
     return OutcomeReflection(
         outcome=outcome,
         error_signature=_short(last.error_signature) if last and last.error_signature else None,
+        tools=_items(tools_named(redact(named))),
+        replayed_from=story.replayed_from,
         **_identity(story.session_id, story.task_id, story.agent, story.title, story.task_type, story.labels, files),
         **fields,
     )

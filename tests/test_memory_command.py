@@ -31,10 +31,10 @@ def memory(project: Path, *args: str) -> int:
     return main(["memory", action, "--dir", str(project), *rest])
 
 
-def test_list_shows_the_newest_task_reflections_first_and_as_json(project: Path, capsys) -> None:
+def test_list_shows_the_newest_reflections_first_and_as_json(project: Path, capsys) -> None:
     assert memory(project, "list") == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split("[")[-1].rstrip("]") for line in lines] == ["R-2", "R-1", "R-0"]
+    assert [line.split("[")[-1].rstrip("]") for line in lines] == ["R-2", "R-1", "R-0", "A-1"]
     assert memory(project, "list", "--json", "--limit", "1") == 0
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["R-2"]
 
@@ -107,7 +107,7 @@ def test_an_archived_attempt_reflection_can_still_be_shown(project: Path, capsys
 
 def test_a_filter_that_matches_nothing_says_so(project: Path, capsys) -> None:
     assert memory(project, "list", "--kind", "success") == 0
-    assert capsys.readouterr().out.strip() == "no task reflection matches"
+    assert capsys.readouterr().out.strip() == "no reflection matches"
 
 
 GARBAGE = b"\x00\xff\xfe not json\n[1, 2]\n\"a string\"\n"
@@ -159,3 +159,37 @@ def test_do_one_task_names_a_folder_at_the_memory_file_before_any_attempt(
     assert f"do-one-task: the memory file {path} cannot be used: it is not a regular file" in captured.err
     assert "Traceback" not in captured.err + captured.out and "attempt 1" not in captured.out
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
+
+
+def test_list_covers_attempt_reflections_with_a_kind_column_and_filter(project: Path, capsys) -> None:
+    assert memory(project, "list") == 0
+    rows = {line.split("[")[-1].rstrip("]"): line.split()[1] for line in capsys.readouterr().out.splitlines()}
+    assert rows == {"R-2": "failed", "R-1": "failed", "R-0": "failed", "A-1": "attempt"}
+    assert memory(project, "list", "--kind", "attempt", "--json") == 0
+    (attempt,) = json.loads(capsys.readouterr().out)
+    assert attempt["id"] == "A-1" and attempt["subtaskId"] == "T-9.1"
+    assert memory(project, "list", "--kind", "failed") == 0
+    assert "A-1" not in capsys.readouterr().out
+    assert memory(project, "prune", "--older-than", "365") == 0  # A-1 goes to the archive
+    capsys.readouterr()
+    assert memory(project, "list", "--archived", "--kind", "attempt") == 0
+    assert capsys.readouterr().out.rstrip().endswith("[A-1]")
+
+
+def test_search_finds_attempt_reflections_too_and_filters_by_kind(project: Path, capsys) -> None:
+    assert memory(project, "search", "off by one in the loop", "--json") == 0
+    assert [(hit["id"], hit["kind"]) for hit in json.loads(capsys.readouterr().out)] == [("A-1", "attempt")]
+    assert memory(project, "search", "timezone of ISO dates", "--kind", "attempt") == 0
+    assert capsys.readouterr().out.strip() == "no lesson matches"
+
+
+def test_show_takes_a_unique_start_of_an_id_and_prints_no_html_comment(project: Path, capsys) -> None:
+    assert memory(project, "show", "A-") == 0
+    assert "suggestion: Use range(n)." in capsys.readouterr().out
+    assert memory(project, "show", "R-") == 2
+    assert capsys.readouterr().err.strip() == ("goldenloop memory: 3 reflections have an id starting with R- "
+                                               "(R-0, R-1, R-2); give more of the id")
+    assert memory(project, "show", "R-1") == 0
+    page = capsys.readouterr().out
+    assert "<!--" not in page and "goldenloop-record" not in page
+    assert page.rstrip().endswith("Always parse dates with their timezone.")

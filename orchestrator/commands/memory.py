@@ -30,13 +30,15 @@ from reflection.backends import describe, open_lesson_index
 from reflection.fileio import MemoryFileError
 from reflection.lessons import LessonRanker, RankedLesson
 from reflection.outcome import OutcomeReflection
-from reflection.outcome_markdown import to_markdown, write_markdown_view
+from reflection.outcome_markdown import MARKER, to_markdown, write_markdown_view
 from reflection.postgres.connection import PostgresUnavailable, first_line, is_postgres_url
+from reflection.record_view import attempt_bodies, attempt_hits, matching_ids, row_of
 from reflection.retention import archive_outcomes
 from reflection.rules import read_rules
-from reflection.store import JsonlReflectionStore, ReflectionStore
+from reflection.store import ATTEMPT_KIND, JsonlReflectionStore, ReflectionStore, record_created_at
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+_OLDEST = datetime.min.replace(tzinfo=UTC)  # a record without a readable date sorts last
 
 
 class MemoryCommandError(Exception):
@@ -135,33 +137,56 @@ def _records(store: ReflectionStore, archived: bool) -> list[OutcomeReflection]:
 
 
 def _list(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    """Every reflection, attempt and outcome alike (`--kind` narrows), newest first."""
     with _store(layout, config) as store:
-        found = _records(store, args.archived)
-    records = [r for r in found
-               if (args.kind is None or r.outcome == args.kind) and (args.agent is None or r.agent == args.agent)]
-    records = sorted(records, key=lambda r: r.created_at, reverse=True)[: args.limit]
+        found = [r.to_dict() for r in _records(store, args.archived)] if args.kind != ATTEMPT_KIND else []
+        if args.kind in (None, ATTEMPT_KIND):
+            found += attempt_bodies(store, archived=args.archived)
+    rows = [(body, row_of(body)) for body in found]
+    rows = [(body, row) for body, row in rows
+            if args.kind in (None, row.kind) and (args.agent is None or row.agent == args.agent)]
+    rows.sort(key=lambda item: record_created_at(item[0]) or _OLDEST, reverse=True)
+    rows = rows[: args.limit]
 
     def table() -> str:
-        if not records:
+        if not rows:
             filtered = args.kind is not None or args.agent is not None
             where = " in the archive" if args.archived else ""
-            return f"no task reflection{where} matches" if filtered else f"no task reflections{where} yet"
-        return "\n".join(f"{r.created_at:%Y-%m-%d}  {r.outcome:<8} {r.task_id:<10} {r.agent:<20} {r.title}  [{r.id}]"
-                         for r in records)
+            return f"no reflection{where} matches" if filtered else f"no reflections{where} yet"
+        return "\n".join(f"{r.created_at:<10}  {r.kind:<8} {r.task_id:<10} {r.agent:<20} {r.title}  [{r.id}]"
+                         for _, r in rows)
 
-    return _out(args, [r.to_dict() for r in records], table)
+    return _out(args, [body for body, _ in rows], table)
 
 
 def _show(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    """One reflection by its id or a unique start of it; an outcome as its page for people."""
     with _store(layout, config) as store:
-        body = store.find(args.id)
+        body = store.find(args.id) or _by_prefix(store, args.id)
     if body is None:
         return _show_lesson(args, layout, config)
     if body.get("kind") == "outcome":
         with suppress_invalid():
             record = OutcomeReflection.model_validate(body)
-            return _out(args, record.to_dict(), lambda: to_markdown(record).rstrip())
+            return _out(args, record.to_dict(), lambda: _page(record))
     return _out(args, body, lambda: "\n".join(f"{k}: {_plain(v)}" for k, v in body.items()))
+
+
+def _by_prefix(store: ReflectionStore, prefix: str) -> dict[str, Any] | None:
+    """The one record whose id starts with `prefix`; None when none does; an error naming
+    them when several do."""
+    ids = matching_ids(store, prefix)
+    if len(ids) > 1:
+        shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+        raise MemoryCommandError(f"{len(ids)} reflections have an id starting with {prefix} ({shown}); "
+                                 "give more of the id")
+    return store.find(ids[0]) if ids else None
+
+
+def _page(record: OutcomeReflection) -> str:
+    """The record's markdown page without the machine's comment that closes it."""
+    lines = to_markdown(record).splitlines()
+    return "\n".join(line for line in lines if not line.startswith(MARKER)).rstrip()
 
 
 def _show_lesson(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
@@ -196,11 +221,16 @@ def _plain(value: Any) -> str:
 
 
 def _search(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
+    """Lessons ranked as the loop ranks them, and attempt reflections by the same measure."""
     if not args.text.strip():
         raise MemoryCommandError("search needs some words to look for")
     with _lessons(layout, config) as index:
-        ranked = index.search(args.text, args.limit)
-    ranked = [r for r in ranked if r.score > 0]
+        ranked = index.search(args.text, args.limit) if args.kind != ATTEMPT_KIND else []
+    if args.kind in (None, ATTEMPT_KIND):
+        with _store(layout, config) as store:
+            ranked += attempt_hits(store, args.text, args.limit)
+    ranked = [r for r in ranked if r.score > 0 and args.kind in (None, r.lesson.kind)]
+    ranked = sorted(ranked, key=lambda r: r.score, reverse=True)[: args.limit]
     data = [{"id": r.lesson.id, "taskId": r.lesson.task_id, "kind": r.lesson.kind, "score": round(r.score, 4),
              "text": r.lesson.text, "why": r.why, **({"project": r.lesson.project} if r.lesson.project else {})}
             for r in ranked]

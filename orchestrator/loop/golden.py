@@ -83,7 +83,7 @@ class GoldenLoop:
             p.runlog.event("task_closed", taskId=task.id, commits=commits, reason=reason)
             outcome = TaskOutcome(task.id, "closed", reason, stop_reason=StopReason.PASSED)
             await reflect_on_task(p, task, commits, attempts=self.attempts - ran)
-        remember_task(p, task, plan, outcome)
+        await remember_task(p, task, plan, outcome)
         promote_rules_of(p, task)
         return self._finish(outcome, commits, started)
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from orchestrator.config import MemoryConfig, ProjectConfig, memory_store_url
 from orchestrator.layout import Layout
+from orchestrator.loop.agent_name import agent_name
 from reflection.backends import open_lesson_index, open_store
 from reflection.rules import rules_prompt
 from reflection.store import ReflectionStore
@@ -35,6 +36,8 @@ class ProjectMemory:
     agent: str
     settings: MemoryConfig
     index: LessonRanker | None  # None: lessons of other tasks are not shown (crossTaskLessons off)
+    # The success procedure each task of this session was offered as a playbook, by task id.
+    playbooks: dict[str, str] = field(default_factory=dict)
 
     def rules(self) -> str:
         """memory/rules.md as a prompt block, read each time: a rule may join during a run."""
@@ -97,17 +100,3 @@ def _origin_url(project_dir: Path) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() or None if done.returncode == 0 else None
-
-
-def agent_name(config: ProjectConfig) -> str:
-    """Who a task's reflections are filed under: memory.agentName, else the model of the
-    builtin executor, the program a command executor runs, or the agent preset's name."""
-    if config.memory.agent_name:
-        return config.memory.agent_name
-    if config.executor.kind not in ("builtin", "command"):  # an agent preset: the agent did the work
-        return config.executor.kind
-    command = config.executor.command
-    if config.executor.kind == "command" and command:
-        words = command.split()
-        return Path(words[0]).name if words else "command"
-    return config.default_model

@@ -17,6 +17,7 @@ from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.loop.plan import AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.tasks import Task
 from reflection.lessons import LessonQuery, RankedLesson
+from reflection.playbook import PLAYBOOK_POOL, choose_playbook, playbook_block
 from reflection.rules import append_to_agent_file, promote_rules
 
 if TYPE_CHECKING:  # the outcome model is built when a task ends, not at start-up
@@ -40,23 +41,34 @@ _KINDS = {"edit_failed": "edit", "user_files": "touched_user_files", "repeat": "
 
 
 def lessons_for(p: LoopParts, task: Task, subtask: Subtask, signatures: Sequence[str] = ()) -> tuple[str, list[str]]:
-    """The lessons block of a subtask's first prompt and the ids shown; ('', []) if none."""
+    """The lessons block of a subtask's first prompt, with a success procedure's playbook
+    when a similar task left one, and the ids shown; ('', []) if none."""
     memory = p.memory
     if memory is None or memory.index is None or memory.store.empty():
         return "", []  # no memory yet: not even the index is opened
     text = "\n".join(filter(None, (task.title, task.description, subtask.title, subtask.description)))
     query = LessonQuery(text=text, task_type=task.type, labels=tuple(task.labels), files=tuple(_PATH.findall(text)),
                         error_signatures=tuple(signatures), exclude_task_id=task.id)
+    per_task = memory.settings.lessons_per_task
     try:
-        ranked = memory.index.rank(query, limit=memory.settings.lessons_per_task)
+        ranked = memory.index.rank(query, limit=max(per_task, PLAYBOOK_POOL))
     except Exception as exc:  # noqa: BLE001 - a broken index costs a hint, never the run
         p.runlog.event("lessons_failed", taskId=task.id, subtaskId=subtask.id, error=str(exc))
         return "", []
-    if not ranked:
+    playbook = choose_playbook(ranked)
+    ranked = ranked[:per_task]
+    if not ranked and playbook is None:
         return "", []
-    p.runlog.event("lessons_injected", taskId=task.id, subtaskId=subtask.id,
-                   lessons=[_shown(item) for item in ranked])
-    return lessons_block(ranked), [item.lesson.id for item in ranked]
+    shown = ranked + ([playbook] if playbook is not None and playbook not in ranked else [])
+    p.runlog.event("lessons_injected", taskId=task.id, subtaskId=subtask.id, lessons=[_shown(item) for item in shown],
+                   **({"playbook": playbook.lesson.id} if playbook else {}))
+    blocks = [lessons_block(ranked)] if ranked else []
+    if playbook is not None:
+        blocks.append(playbook_block(playbook.lesson))
+        memory.playbooks[task.id] = playbook.lesson.id
+        p.runlog.event("playbook_offered", taskId=task.id, subtaskId=subtask.id, id=playbook.lesson.id,
+                       fromTask=playbook.lesson.task_id, steps=len(playbook.lesson.steps))
+    return "\n\n".join(blocks), [item.lesson.id for item in shown]
 
 
 def lessons_block(ranked: Sequence[RankedLesson]) -> str:
@@ -89,13 +101,17 @@ def record_use(p: LoopParts, ids: Sequence[str], task: Task, attempt: int, passe
         memory.index.record_use(list(ids), task_id=task.id, attempt=attempt, passed=passed)
     except Exception as exc:  # noqa: BLE001
         p.runlog.event("lessons_failed", taskId=task.id, error=str(exc))
+    playbook = memory.playbooks.get(task.id)
+    if playbook in ids:
+        p.runlog.event("playbook_replayed", taskId=task.id, id=playbook, attempt=attempt, passed=passed)
 
 
 # -- when a task ends -----------------------------------------------------------------
 
 
-def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutcome) -> None:
-    """The outcome reflection of a task that closed or was blocked (none for a stop)."""
+async def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutcome) -> None:
+    """The outcome reflection of a task that closed or was blocked (none for a stop):
+    written by the reflection model when reflexion uses one, else by the heuristic."""
     memory = p.memory
     if memory is None or outcome.status not in ("closed", "blocked"):
         return
@@ -104,11 +120,14 @@ def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: TaskOutc
     clean = all(a.outcome in PLAIN_PASS for s in plan.subtasks for a in s.attempts)
     if outcome.status == "closed" and clean and memory.settings.success_procedures != "always":
         return  # passed at once: nothing to learn, and nothing to import
-    from reflection.outcome import outcome_reflections
+    from reflection.outcome_model import written_outcome_reflections
 
+    service = p.reflections
     try:
-        story = _story(p, memory, task, plan, outcome)
-        made = outcome_reflections(story, success_procedures=memory.settings.success_procedures)
+        story = replace(_story(p, memory, task, plan, outcome), replayed_from=memory.playbooks.get(task.id))
+        made = await written_outcome_reflections(
+            story, service.model if service else None, timeout_s=service.timeout_s if service else 0.0,
+            success_procedures=memory.settings.success_procedures)
         for record in made:
             _keep(p, memory, record)
     except Exception as exc:  # noqa: BLE001 - a lesson lost, never the task's result

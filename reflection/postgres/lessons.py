@@ -210,7 +210,7 @@ class PostgresLessonIndex:
         for seq, lesson in lessons.items():
             shown, helped = uses.get((lesson.project or self.project, lesson.id), (0, 0))
             scored = score_lesson(lesson, elsewhere if lesson.project else query, similarity.get(seq, 0.0),
-                                  shown=shown, helped=helped, now=now)
+                                  shown=shown, helped=helped, now=now, lexical=self.embedder is None)
             if scored is not None:
                 ranked.append(scored)
         chosen = best_lessons(ranked, limit)

@@ -135,7 +135,8 @@ def test_why_names_every_component() -> None:
     query = LessonQuery("dates", task_type="BugFix", labels=("auth",), error_signatures=("E1",))
     ranked = score_lesson(lesson, query, 0.5, shown=2, helped=1)
     assert ranked is not None
-    components = {"text", "task_type", "labels", "files", "signature", "shown", "helped", "usefulness", "age_days"}
+    components = {"text", "task_type", "labels", "tools", "files", "signature", "shared_words", "shown", "helped",
+                  "usefulness", "age_days"}
     assert components <= set(ranked.why)
     assert (ranked.why["task_type"], ranked.why["labels"], ranked.why["signature"]) == (1.0, 1.0, 1.0)
     assert ranked.why["usefulness"] == round(usefulness(2, 1), 4)
@@ -148,9 +149,45 @@ def test_lessons_that_never_help_fade_and_unproven_ones_are_neutral() -> None:
 
 
 def test_recency_breaks_ties_and_identical_texts_are_returned_once() -> None:
-    query = LessonQuery("dates")
+    query = LessonQuery("tzinfo")
     old = score_lesson(make_lesson("old", "Keep tzinfo.", created_at="2024-01-01T00:00:00Z"), query, 1.0)
     new = score_lesson(make_lesson("new", "keep  TZINFO", created_at="2025-01-01T00:00:00Z"), query, 1.0)
-    other = score_lesson(make_lesson("other", "Other advice", created_at="2023-01-01T00:00:00Z"), query, 1.0)
+    other = score_lesson(make_lesson("other", "Other tzinfo advice", created_at="2023-01-01T00:00:00Z"), query, 1.0)
     chosen = best_lessons([r for r in (old, new, other) if r], limit=3)
     assert [r.lesson.id for r in chosen] == ["new", "other"]
+
+
+def test_each_tier_outweighs_everything_below_it_together() -> None:
+    query = LessonQuery("Refresh the OAuth token in src/auth.py", task_type="feature", files=("src/auth.py",),
+                        error_signatures=("E1",))
+    same_type = score_lesson(make_lesson("type", "Unrelated advice.", task_type="feature"), query, 0.0)
+    everything_else = score_lesson(make_lesson("rest", "Refresh the OAuth token of src/auth.py first.",
+                                               files=("src/auth.py",), error_signature="E1",
+                                               tools=("oauth",)), query, 1.0)
+    refiners_only = score_lesson(make_lesson("refine", "Refresh the token of src/auth.py first.",
+                                             files=("src/auth.py",), error_signature="E1"), query, 1.0)
+    tool_only = score_lesson(make_lesson("tool", "Mind the provider.", tools=("oauth",)), query, 0.0)
+    assert same_type and everything_else and refiners_only and tool_only
+    assert same_type.score > everything_else.score - tool_only.score  # type over all the rest
+    assert tool_only.score > refiners_only.score  # a shared tool over files, signature and words together
+
+
+def test_one_shared_word_is_no_relevance_and_the_generic_task_type_is_none_either() -> None:
+    query = LessonQuery("Refresh the OAuth access token before the release", task_type="task")
+    changelog = make_lesson("cl", "List every merged change under the release heading.", task_type="task")
+    assert score_lesson(changelog, query, 1.0) is None  # bm25 said 1.0: the only candidate sharing "release"
+    two_words = score_lesson(make_lesson("tok", "Cache the access token."), query, 1.0)
+    assert two_words is not None and two_words.why["shared_words"] == 2 and two_words.why["text"] == 0.5
+
+
+def test_a_short_search_matches_on_its_one_word() -> None:
+    ranked = score_lesson(make_lesson("a", "The lockfile was stale."), LessonQuery("lockfile"), 1.0)
+    assert ranked is not None and ranked.why["text"] == 1.0
+
+
+def test_an_outcome_record_names_its_tools_and_endpoints() -> None:
+    lesson = Lesson.from_record(outcome_record(
+        "failed", title="Stripe webhook", whatToDoDifferently="Verify the signature of POST /api/v1/hooks/42 first.",
+        tools=["Sentry"]))
+    assert lesson is not None
+    assert lesson.tools[:3] == ("sentry", "endpoint:/api/v1/hooks/{}", "stripe")
