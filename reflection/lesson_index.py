@@ -196,7 +196,7 @@ class SourceState:
 class Appended:
     """Complete lines a file gained since a state, and whether it must be read from scratch."""
 
-    lines: list[bytes]
+    data: bytes  # whole lines, each ending in "\n"
     state: SourceState
     restart: bool
     more: bool  # a chunk limit stopped the read
@@ -206,7 +206,7 @@ def read_appended(path: Path, state: SourceState) -> Appended:
     fd = open_for_reading(path)  # a folder or FIFO there is a MemoryFileError, not a hang
     if fd is None:
         empty = SourceState()
-        return Appended([], empty, restart=state != empty, more=False)
+        return Appended(b"", empty, restart=state != empty, more=False)
     try:
         return _read_from(fd, state)
     finally:
@@ -229,13 +229,26 @@ def _read_from(fd: int, state: SourceState) -> Appended:
     consumed = data[:end]
     new_state = SourceState(st.st_dev, st.st_ino, start.offset + end, (start.tail + consumed)[-TAIL_BYTES:])
     more = new_state.offset < st.st_size and end > 0
-    return Appended(consumed.splitlines(), new_state, restart=not same, more=more)
+    return Appended(consumed, new_state, restart=not same, more=more)
 
 
 # Lessons are the outcome reflections, one per task that ended (they sum up its attempts);
 # attempt reflections serve their own subtask's retries and may number millions, so their
 # lines are not even parsed here.
 _OUTCOME_LINE = re.compile(rb'"kind"\s*:\s*"outcome"')
+
+
+def outcome_lines(data: bytes) -> Iterator[bytes]:
+    """The lines of `data` that may be outcome records, found by one search over the bytes
+    (a fresh clone's first sync reads the whole file: no split into a million lines)."""
+    end = 0
+    for hit in _OUTCOME_LINE.finditer(data):
+        if hit.start() < end:
+            continue  # a second match on a line already given
+        start = data.rfind(b"\n", 0, hit.start()) + 1
+        end = data.find(b"\n", hit.end())
+        end = len(data) if end < 0 else end
+        yield data[start:end]
 
 
 def parse_lines(lines: Iterable[bytes]) -> Iterator[object]:
@@ -334,7 +347,7 @@ class LessonIndex:
         path: Path,
         key: str,
         reset: Callable[[sqlite3.Connection], None],
-        add: Callable[[sqlite3.Connection, list[bytes]], None],
+        add: Callable[[sqlite3.Connection, bytes], None],
     ) -> None:
         while True:
             with _immediate(conn):  # state read and advanced under one write lock
@@ -343,8 +356,8 @@ class LessonIndex:
                 appended = read_appended(path, state)
                 if appended.restart:
                     reset(conn)
-                if appended.lines:
-                    add(conn, appended.lines)
+                if appended.data:
+                    add(conn, appended.data)
                 if appended.state != state:
                     conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, appended.state.encode()))
             if not appended.more:
@@ -360,8 +373,8 @@ class LessonIndex:
     def _reset_uses(conn: sqlite3.Connection) -> None:
         conn.execute("DELETE FROM uses")
 
-    def _add_lessons(self, conn: sqlite3.Connection, lines: list[bytes]) -> None:
-        for obj in parse_lines(line for line in lines if _OUTCOME_LINE.search(line)):
+    def _add_lessons(self, conn: sqlite3.Connection, data: bytes) -> None:
+        for obj in parse_lines(outcome_lines(data)):
             lesson = Lesson.from_record(obj)
             if lesson is not None:
                 self._add_lesson(conn, lesson)
@@ -383,10 +396,10 @@ class LessonIndex:
         conn.executemany("INSERT OR IGNORE INTO lesson_keys VALUES (?, ?)", [(k, seq) for k in lesson_keys(lesson)])
 
     @staticmethod
-    def _add_uses(conn: sqlite3.Connection, lines: list[bytes]) -> None:
+    def _add_uses(conn: sqlite3.Connection, data: bytes) -> None:
         rows = [
             (obj["lessonId"], int(obj.get("passed") is True))
-            for obj in parse_lines(lines)
+            for obj in parse_lines(data.splitlines())
             if isinstance(obj, dict) and isinstance(obj.get("lessonId"), str)
         ]
         conn.executemany(

@@ -276,6 +276,17 @@ class Repo(GitPlumbing):
         """Untracked, not ignored files, as repository-relative posix paths."""
         return set(_split_z(self._git("ls-files", "--others", "--exclude-standard", "-z")))
 
+    def refresh_if_racy(self, path: Path, min_bytes: int = 1 << 20) -> None:
+        """When a big file is no older than the index (a fresh clone's checkout), let git
+        record its stat data once: every `status` would hash the file again otherwise, as
+        ours runs without optional locks and so never writes the index back."""
+        try:
+            index, stat = (self.git_dir / "index").stat(), path.stat()
+        except OSError:
+            return
+        if stat.st_size >= min_bytes and stat.st_mtime_ns >= index.st_mtime_ns:
+            _run(["update-index", "-q", "--refresh"], cwd=self.root)  # best effort: a busy index is fine
+
     def _changes(self, base: str, dirty_before: set[str]) -> tuple[set[str], set[str]]:
         """(tracked paths differing from base, untracked files created since), sans .openagents/."""
         base = self._commit_sha(base)
