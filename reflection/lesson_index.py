@@ -12,7 +12,10 @@ cache that any process may delete. It holds:
 - `meta`: per source file, its (dev, inode), the byte offset consumed and the bytes just
   before it.
 
-Syncing reads only complete lines appended since the offset. If the file was replaced
+Syncing reads only complete lines appended since the offset. A database that has read
+nothing yet starts from the file's retention mark when it has a valid one (a fresh clone
+of a committed memory): the outcome lines the mark points at, then the file from the
+mark's end. If the file was replaced
 (another inode), shrank, or the bytes before the offset changed (rewritten in place), that
 source is re-read from the start. A database that is corrupt, unreadable or of another
 schema version is deleted and rebuilt. Writes happen in short `BEGIN IMMEDIATE`
@@ -259,6 +262,29 @@ def parse_lines(lines: Iterable[bytes]) -> Iterator[object]:
             continue  # torn or foreign: the JSONL belongs to several tools
 
 
+def _marked_outcome_lines(path: Path) -> tuple[bytes, SourceState] | None:
+    """The outcome lines a valid retention mark of `path` points at, and the state of
+    having read the file up to the mark's end; None without such a mark."""
+    from reflection.retention_mark import mark_path, read_mark, still_describes
+
+    mark = read_mark(mark_path(path))
+    if mark is None or mark.outcome_spans is None:
+        return None
+    fd = open_for_reading(path)
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not still_describes(fd, st.st_size, mark):
+            return None
+        lines = b"".join(os.pread(fd, end - start, start) + b"\n" for start, end in mark.outcome_spans)
+        before = min(TAIL_BYTES, mark.size)
+        tail = os.pread(fd, before, mark.size - before)
+    finally:
+        os.close(fd)
+    return lines, SourceState(st.st_dev, st.st_ino, mark.size, tail)
+
+
 class LessonIndex:
     """Ranks the lessons in `<memory_dir>/reflections.jsonl`; see the module docstring."""
 
@@ -336,6 +362,7 @@ class LessonIndex:
         self._guarded(self._sync_all)
 
     def _sync_all(self, conn: sqlite3.Connection) -> None:
+        self._start_from_mark(conn, self.memory_dir / REFLECTIONS)
         self._follow(conn, self.memory_dir / REFLECTIONS, "source:lessons", self._reset_lessons, self._add_lessons)
         self._follow(conn, self.memory_dir / USES, "source:uses", self._reset_uses, self._add_uses)
         if self.embedder is not None:
@@ -362,6 +389,19 @@ class LessonIndex:
                     conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, appended.state.encode()))
             if not appended.more:
                 return
+
+    def _start_from_mark(self, conn: sqlite3.Connection, path: Path) -> None:
+        """A database that has read nothing yet (a fresh clone, a deleted cache) whose file
+        has a valid retention mark (reflection/retention_mark.py) reads the outcome lines
+        the mark points at, then follows the file from the mark's end as usual."""
+        with _immediate(conn):
+            if conn.execute("SELECT 1 FROM meta WHERE key='source:lessons'").fetchone() is not None:
+                return
+            found = _marked_outcome_lines(path)
+            if found is not None:
+                lines, state = found
+                self._add_lessons(conn, lines)
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("source:lessons", state.encode()))
 
     @staticmethod
     def _reset_lessons(conn: sqlite3.Connection) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -33,7 +34,10 @@ from reflection.store import ATTEMPT_KIND, record_created_at, record_kind
 MARK_SUFFIX = ".retention"
 WINDOW = 64 << 10  # bytes hashed at each end
 CHUNK = 8 << 20
-VERSION = 1
+VERSION = 2
+MAX_SPANS = 20_000  # outcome lines whose places the mark keeps; beyond that, none
+# The lines the lesson index reads (reflection/lesson_index.py): outcome records.
+OUTCOME_LINE = re.compile(rb'"kind"\s*:\s*"outcome"')
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,9 @@ class RetentionMark:
     oldest_attempt: float | None = None  # createdAt of the oldest live attempt, epoch seconds
     outcomes: dict[str, int] = field(default_factory=dict)  # live outcome records per agent
     pruned_at: float = 0.0  # when a retention pass last ran over this memory
+    # (start, end) of each line that may be an outcome record, so that a fresh clone's
+    # lesson index reads those lines and not the whole file; None when there are too many.
+    outcome_spans: tuple[tuple[int, int], ...] | None = ()
 
     def due(self, cutoff: datetime, keep_per_agent: int) -> bool:
         """Would a pass move anything: an attempt older than cutoff, an agent over its keep?"""
@@ -55,7 +62,8 @@ class RetentionMark:
     def to_json(self) -> bytes:
         return orjson.dumps({"version": VERSION, "size": self.size, "head": self.head, "tail": self.tail,
                              "oldestAttempt": self.oldest_attempt, "outcomes": self.outcomes,
-                             "prunedAt": self.pruned_at})
+                             "prunedAt": self.pruned_at,
+                             "outcomeSpans": None if self.outcome_spans is None else list(self.outcome_spans)})
 
 
 def mark_path(reflections: Path) -> Path:
@@ -68,10 +76,11 @@ def read_mark(path: Path) -> RetentionMark | None:
         obj = orjson.loads(path.read_bytes())
         if obj.get("version") != VERSION:
             return None
-        oldest = obj["oldestAttempt"]
+        oldest, spans = obj["oldestAttempt"], obj["outcomeSpans"]
         return RetentionMark(int(obj["size"]), str(obj["head"]), str(obj["tail"]),
                              None if oldest is None else float(oldest),
-                             {str(k): int(v) for k, v in obj["outcomes"].items()}, float(obj["prunedAt"]))
+                             {str(k): int(v) for k, v in obj["outcomes"].items()}, float(obj["prunedAt"]),
+                             None if spans is None else tuple((int(a), int(b)) for a, b in spans))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -95,7 +104,7 @@ def brought_up_to_date(reflections: Path, mark: RetentionMark | None) -> Retenti
         return None
     try:
         size = os.fstat(fd).st_size
-        if mark is None or not _still_describes(fd, size, mark):
+        if mark is None or not still_describes(fd, size, mark):
             mark = RetentionMark(pruned_at=mark.pruned_at if mark is not None else 0.0)
         return _read_on(fd, size, mark)
     finally:
@@ -106,7 +115,8 @@ def _digest(fd: int, start: int, end: int) -> str:
     return hashlib.sha256(os.pread(fd, max(end - start, 0), start)).hexdigest()
 
 
-def _still_describes(fd: int, size: int, mark: RetentionMark) -> bool:
+def still_describes(fd: int, size: int, mark: RetentionMark) -> bool:
+    """Whether the file open at fd (of `size` bytes) starts with what `mark` describes."""
     if mark.size > size:
         return False
     return (_digest(fd, 0, min(WINDOW, mark.size)) == mark.head
@@ -115,8 +125,14 @@ def _still_describes(fd: int, size: int, mark: RetentionMark) -> bool:
 
 def _read_on(fd: int, size: int, mark: RetentionMark) -> RetentionMark:
     oldest, outcomes, end = mark.oldest_attempt, dict(mark.outcomes), mark.size
+    spans = None if mark.outcome_spans is None else list(mark.outcome_spans)
     for line_end, line in _complete_lines(fd, mark.size, size):
         end = line_end
+        if spans is not None and OUTCOME_LINE.search(line):
+            if len(spans) >= MAX_SPANS:
+                spans = None
+            else:
+                spans.append((line_end - len(line) - 1, line_end - 1))
         obj = _load(line)
         kind = record_kind(obj) if obj is not None else None
         if kind == ATTEMPT_KIND:
@@ -126,7 +142,8 @@ def _read_on(fd: int, size: int, mark: RetentionMark) -> RetentionMark:
         elif kind is not None and isinstance(obj.get("agent"), str):
             outcomes[obj["agent"]] = outcomes.get(obj["agent"], 0) + 1
     return replace(mark, size=end, head=_digest(fd, 0, min(WINDOW, end)),
-                   tail=_digest(fd, max(end - WINDOW, 0), end), oldest_attempt=oldest, outcomes=outcomes)
+                   tail=_digest(fd, max(end - WINDOW, 0), end), oldest_attempt=oldest, outcomes=outcomes,
+                   outcome_spans=None if spans is None else tuple(spans))
 
 
 def _complete_lines(fd: int, start: int, size: int) -> Iterator[tuple[int, bytes]]:

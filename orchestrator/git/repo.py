@@ -284,7 +284,8 @@ class Repo(GitPlumbing):
             index, stat = (self.git_dir / "index").stat(), path.stat()
         except OSError:
             return
-        if stat.st_size >= min_bytes and stat.st_mtime_ns >= index.st_mtime_ns:
+        # Whole seconds, as git compares them unless built with USE_NSEC.
+        if stat.st_size >= min_bytes and int(stat.st_mtime) >= int(index.st_mtime):
             _run(["update-index", "-q", "--refresh"], cwd=self.root)  # best effort: a busy index is fine
 
     def _changes(self, base: str, dirty_before: set[str]) -> tuple[set[str], set[str]]:

@@ -4,6 +4,7 @@ memory's retention applied at most once a day."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from dataclasses import replace
@@ -101,15 +102,26 @@ def apply_retention(project_dir: Path, retention_days: int, now: float | None = 
     return moved
 
 
+# When this process last looked at each shared store: a fleet worker opens the memory for
+# every job in a fresh worktree (no `.pruned` there), and must not ask the database each time.
+_LOOKED_AT: dict[str, float] = {}
+
+
 def _retention_on(store: ReflectionStore, layout: Layout, cutoff: datetime, now: float,
                   live_per_agent: int) -> int | None:
-    """A shared database: at most once a day on this machine (the mtime of `memory/.pruned`)."""
+    """A shared database: at most once a day on this machine (the mtime of `memory/.pruned`,
+    or this process's last look). An empty memory counts as looked at: what is written
+    after it is younger than a day, as after a pass."""
     marker = layout.reflections.with_name(".pruned")
-    if store.empty():
+    key = store.location or f"store {id(store)}"
+    if now - _LOOKED_AT.get(key, -math.inf) < RETENTION_EVERY_S:
         return None
     with contextlib.suppress(FileNotFoundError):
         if now - marker.stat().st_mtime < RETENTION_EVERY_S:
             return None
+    _LOOKED_AT[key] = now
+    if store.empty():
+        return None
     moved = _pass(store, layout, cutoff, live_per_agent)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()

@@ -122,3 +122,31 @@ def test_the_automatic_pass_moves_the_markdown_pages_of_the_records_it_archives(
     archived = sorted((memory / "reflections" / "coder" / "archive").rglob("*.md"))
     assert len(archived) == 3
     assert os.path.commonpath([*archived, memory]) == str(memory)
+
+
+def test_a_fresh_lesson_index_reads_the_lessons_the_mark_points_at_as_a_full_read_would(tmp_path: Path) -> None:
+    from reflection.lesson_index import LessonIndex
+
+    path = big_memory(tmp_path)
+    store = JsonlReflectionStore(path)
+    for n in range(3):
+        record = decision_reflection(session_id="s", task_id=f"T-{n}", agent="coder", title=f"parse dates {n}",
+                                     decision="use fromisoformat", alternatives=["strptime"], why="simpler")
+        store.append_outcome(record)
+        store.append(attempt(5000 + n, 1))
+    apply_retention(tmp_path, 90, now=NOW.timestamp())
+    mark = read_mark(mark_path(path))
+    assert mark is not None and mark.outcome_spans is not None and len(mark.outcome_spans) == 3
+    store.append_outcome(decision_reflection(session_id="s", task_id="T-9", agent="coder", title="after the mark",
+                                             decision="d", alternatives=["a"], why="w"))
+
+    def lesson_ids() -> list[str]:
+        with LessonIndex(path.parent) as index:
+            index.sync()
+            return sorted(lesson.id for lesson in index.lessons())
+
+    from_mark = lesson_ids()
+    for suffix in ("", "-wal", "-shm"):
+        (path.parent / f"lessons.sqlite{suffix}").unlink(missing_ok=True)
+    mark_path(path).unlink()  # no mark: the whole file
+    assert from_mark == lesson_ids() and len(from_mark) == 4
