@@ -28,7 +28,7 @@ from reflection.llm import ChatModel
 from reflection.pattern.criteria import QualityCriterion
 from reflection.pattern.evaluation import CriterionScore, weighted_score
 from reflection.pattern.judge import Judged, judge_with_model
-from reflection.redact import redact, redact_data
+from reflection.redact import redact
 from reflection.schema import CamelModel
 from reflection.text import one_line
 
@@ -116,6 +116,17 @@ _NOT_DONE = re.compile(
     re.IGNORECASE,
 )
 _HANDLING = re.compile(r"\b(?:try:|except\b|catch\s*\(|raise\b|throw new|error handling|validat\w+)", re.IGNORECASE)
+# Lower-case words without one of which a pattern cannot match: a substring test is far
+# cheaper than a case-insensitive regex scan, and most turns hold none of them.
+_ERROR_WORDS = ("traceback", "fail", "error", "npm err", "exception")  # _ERRORS and _NAMED_ERROR
+_TEST_RUN_WORDS = ("test", "jest", "mocha", "passed", "failed")
+_PASSING_WORDS = ("pass", "ok (")
+_HANDLING_WORDS = ("try:", "except", "catch", "raise", "throw new", "error handling", "validat")
+
+
+def _may(text: str, words: tuple[str, ...]) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in words)
 
 
 @dataclass(frozen=True)
@@ -144,9 +155,9 @@ def facts_of(conversation: Sequence[Message]) -> ConversationFacts:
         found = _error_patterns(message.content)
         errors.extend(found)
         last_error = index if found else last_error
-        if not found and (_PASSING.search(message.content) or _claims_done(message)):
+        if not found and (_passing(message.content) or _claims_done(message)):
             last_pass = index  # a pass, or the assistant saying it fixed what came before
-        if _TEST_RUN.search(message.content):
+        if _may(message.content, _TEST_RUN_WORDS) and _TEST_RUN.search(message.content):
             last_test = message.content
     assistant = [m for m in conversation if m.role == "assistant"]
     closing = assistant[-1].content if assistant else ""
@@ -156,10 +167,10 @@ def facts_of(conversation: Sequence[Message]) -> ConversationFacts:
         errors=_unique(errors),
         tests_run=last_test is not None,
         tests_added=any(_TEST_FILE.search(f) for f in files),
-        tests_passing=last_test is not None and bool(_PASSING.search(last_test)) and not _error_patterns(last_test),
+        tests_passing=last_test is not None and _passing(last_test) and not _error_patterns(last_test),
         claims_done=bool(assistant) and _claims_done(assistant[-1]),
         unresolved_error=last_error > last_pass or bool(_NOT_DONE.search(closing)),
-        handles_errors=any(_HANDLING.search(m.content) for m in worked),
+        handles_errors=any(_may(m.content, _HANDLING_WORDS) and _HANDLING.search(m.content) for m in worked),
         assistant_turns=len(assistant),
     )
 
@@ -168,8 +179,14 @@ def _claims_done(message: Message) -> bool:
     return message.role == "assistant" and bool(_DONE.search(message.content)) and not _NOT_DONE.search(message.content)
 
 
+def _passing(text: str) -> bool:
+    return _may(text, _PASSING_WORDS) and bool(_PASSING.search(text))
+
+
 def _error_patterns(text: str) -> list[str]:
     """The error kinds in one message: families (tracebacks, failing tests) and named errors."""
+    if not _may(text, _ERROR_WORDS):
+        return []
     found = [kind for kind, pattern in _ERRORS if pattern.search(text)]
     named = _unique(a or b for a, b in _NAMED_ERROR.findall(text))
     # A bare "Error:" says less than the named error beside it.
@@ -300,7 +317,9 @@ async def reflect_on_conversation(
     """Score a conversation on `criteria`; the model's judgement where it gave one."""
     started = time.perf_counter()
     # Secrets go before anything reads the conversation: the heuristic, a model, the store.
-    conversation = [Message.model_validate(m) for m in redact_data([m.model_dump() for m in request.conversation])]
+    # A turn's fields are its role (one of four words), its content and its tool's name.
+    conversation = [m.model_copy(update={"content": redact(m.content), "name": m.name and redact(m.name)})
+                    for m in request.conversation]
     task = redact(request.task_description)
     facts = facts_of(conversation)
     scores = heuristic_scores(facts, criteria)
