@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -286,6 +287,9 @@ class Repo(GitPlumbing):
             return
         # Whole seconds, as git compares them unless built with USE_NSEC.
         if stat.st_size >= min_bytes and int(stat.st_mtime) >= int(index.st_mtime):
+            wait = int(stat.st_mtime) + 1 - time.time()
+            if 0 < wait <= 1:
+                time.sleep(wait)  # an index written in the file's own second would leave it racy still
             _run(["update-index", "-q", "--refresh"], cwd=self.root)  # best effort: a busy index is fine
 
     def _changes(self, base: str, dirty_before: set[str]) -> tuple[set[str], set[str]]:
