@@ -394,8 +394,11 @@ class LessonIndex:
         """A database that has read nothing yet (a fresh clone, a deleted cache) whose file
         has a valid retention mark (reflection/retention_mark.py) reads the outcome lines
         the mark points at, then follows the file from the mark's end as usual."""
+        started = "SELECT 1 FROM meta WHERE key='source:lessons'"
+        if conn.execute(started).fetchone() is not None:
+            return  # the usual case, without taking the write lock
         with _immediate(conn):
-            if conn.execute("SELECT 1 FROM meta WHERE key='source:lessons'").fetchone() is not None:
+            if conn.execute(started).fetchone() is not None:
                 return
             found = _marked_outcome_lines(path)
             if found is not None:

@@ -140,7 +140,11 @@ class ReflectHistory:
                     raise ReflectionLimitReached(result.session_id, self.max_per_session)
                 fd = _append_line(memory, line)
                 self._written += 1
-                self._refresh(memory)  # reads back just this line (and a torn one's end, if any)
+                try:
+                    self._refresh(memory)  # reads back just this line (and a torn one's end, if any)
+                except BaseException:
+                    os.close(fd)
+                    raise
             return Unsynced(self, fd, self._written)
 
     def _make_durable(self, fd: int, number: int) -> None:
