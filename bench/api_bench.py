@@ -10,6 +10,13 @@ is one repeat; `--repeats` of them follow one warm-up repeat. Prints requests pe
 second and p50/p99 latency of each repeat, then their medians. Client and server share
 the machine: on a small one the client's own CPU is part of the figure.
 
+F5, the server's CPU per request against a minimal Starlette endpoint on the same uvicorn:
+a second child serves one POST route that reads the body and answers a small JSON, with
+the same uvicorn settings (`server_config`). Each repeat sends the same requests to both
+servers, taking turns which goes first; the CPU of each server process (user + sys, from
+/proc/<pid>/stat) over its batch, divided by the requests, gives a paired ratio per
+repeat; the medians are printed.
+
     .venv/bin/python bench/api_bench.py [--requests 500] [--concurrency 16] [--repeats 5]
 """
 
@@ -62,6 +69,38 @@ def _serve(root: str, ports: Any) -> None:
     uvicorn.Server(server_config(ApiSettings(roots=(Path(root),)), log_level="warning")).run(sockets=[listener])
 
 
+def _serve_minimal(ports: Any) -> None:
+    """The child of the denominator: one Starlette POST route, the same uvicorn settings."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from orchestrator.api.server import server_config
+    from orchestrator.commands.serve import listen
+
+    async def answer(request: Request) -> JSONResponse:
+        await request.body()
+        return JSONResponse({"success": True})
+
+    app = Starlette(routes=[Route("/api/skills/reflect", answer, methods=["POST"]),
+                            Route("/api/health", lambda request: JSONResponse({"ok": True}))])
+    listener = listen("127.0.0.1", 0, backlog=1024)
+    ports.put(listener.getsockname()[1])
+    config = server_config(ApiSettings(roots=(Path("/"),)), log_level="warning")
+    config.app = app
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + sys CPU of a process so far."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _wait_until_up(client: httpx.AsyncClient) -> None:
     with anyio.fail_after(30):
         while True:
@@ -99,21 +138,38 @@ async def one_repeat(client: httpx.AsyncClient, project: Path, tag: str, request
     return requests / elapsed, cuts[49] * 1000, cuts[98] * 1000
 
 
-async def run(args: argparse.Namespace, port: int, project: Path) -> list[tuple[float, float, float]]:
+async def run(args: argparse.Namespace, servers: dict[str, tuple[int, int]], project: Path
+              ) -> tuple[list[tuple[float, float, float]], list[tuple[float, float]]]:
     limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=60) as client:
+    (port, pid), (min_port, min_pid) = servers["ours"], servers["minimal"]
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=60) as client, \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{min_port}", limits=limits, timeout=60) as minimal:
         await _wait_until_up(client)
+        await _wait_until_up(minimal)
         await one_repeat(client, project, "warm", max(50, args.requests // 5), args.concurrency)
-        figures = []
+        await one_repeat(minimal, project, "warm", max(50, args.requests // 5), args.concurrency)
+        figures, cpu = [], []
         for repeat in range(args.repeats):
-            rate, p50, p99 = await one_repeat(client, project, f"r{repeat}", args.requests, args.concurrency)
-            print(f"repeat {repeat + 1}: {rate:,.0f} req/s, p50 {p50:.2f} ms, p99 {p99:.2f} ms", flush=True)
+            for side in ((0, 1) if repeat % 2 else (1, 0)):
+                if side:
+                    start = cpu_seconds(min_pid)
+                    await one_repeat(minimal, project, f"m{repeat}", args.requests, args.concurrency)
+                    floor = (cpu_seconds(min_pid) - start) / args.requests
+                else:
+                    start = cpu_seconds(pid)
+                    rate, p50, p99 = await one_repeat(client, project, f"r{repeat}", args.requests,
+                                                      args.concurrency)
+                    ours = (cpu_seconds(pid) - start) / args.requests
+            print(f"repeat {repeat + 1}: {rate:,.0f} req/s, p50 {p50:.2f} ms, p99 {p99:.2f} ms; server CPU "
+                  f"{ours * 1000:.2f} ms/request, minimal endpoint {floor * 1000:.2f} ms, ratio {ours / floor:.2f}",
+                  flush=True)
             figures.append((rate, p50, p99))
+            cpu.append((ours, floor))
     lines = (project / ".openagents" / "memory" / "reflect-history.jsonl").read_bytes().count(b"\n")
     expected = max(50, args.requests // 5) + args.requests * args.repeats
     if lines != expected:
         raise SystemExit(f"the history holds {lines} records, not {expected}")
-    return figures
+    return figures, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,17 +182,26 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="api-bench-") as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
-        ports = ctx.Queue()
-        server = ctx.Process(target=_serve, args=(tmp, ports), daemon=True)
-        server.start()
+        children, servers = [], {}
         try:
-            figures = anyio.run(run, args, ports.get(timeout=60), project.resolve())
+            for name, target, extra in (("ours", _serve, (tmp,)), ("minimal", _serve_minimal, ())):
+                ports = ctx.Queue()
+                child = ctx.Process(target=target, args=(*extra, ports), daemon=True)
+                child.start()
+                children.append(child)
+                servers[name] = (ports.get(timeout=60), child.pid)
+            figures, cpu = anyio.run(run, args, servers, project.resolve())
         finally:
-            server.terminate()
-            server.join(10)
+            for child in children:
+                child.terminate()
+                child.join(10)
     rate, p50, p99 = (statistics.median(column) for column in zip(*figures, strict=True))
+    ours, floor = (statistics.median(column) for column in zip(*cpu, strict=True))
+    ratio = statistics.median(o / f for o, f in cpu)
     print(f"\nconcurrency {args.concurrency}, {args.requests} requests x {args.repeats} repeats, medians:")
     print(f"  {rate:,.0f} req/s   p50 {p50:.2f} ms   p99 {p99:.2f} ms")
+    print(f"  server CPU per request {ours * 1000:.2f} ms, minimal Starlette endpoint {floor * 1000:.2f} ms")
+    print(f"  F5: ratio {ratio:.2f} (median of the paired ratios; target <= 5)")
     return 0
 
 

@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -85,6 +86,20 @@ def retry_repo(repo: Path, tasks: int, marker: Path) -> Path:
     config["retry"] = {"preflight": False, "flakyReruns": 0}
     (meta / "project.json").write_text(json.dumps(config))
     git(repo, "commit", "-q", "-am", "retry scenario")
+    return repo
+
+
+def command_retry_repo(repo: Path, marker: Path) -> Path:
+    """One task for the command executor (no model call, no litellm) whose first attempt
+    fails the marker's test and whose retry passes; heuristic reflections."""
+    backlog_repo(repo, 1, f"test -e {marker} || {{ touch {marker}; exit 1; }}", preflight=False)
+    meta = repo / ".openagents"
+    config = json.loads((meta / "project.json").read_text())
+    config.pop("defaultModel")
+    config.update(reflexion={"useLLM": False}, retry={"preflight": False, "flakyReruns": 0},
+                  executor={"kind": "command", "command": "test -s {prompt_file} && echo \"VALUE = $(date +%s%N)\" > mod_0.py"})
+    (meta / "project.json").write_text(json.dumps(config))
+    git(repo, "commit", "-q", "-am", "retry scenario, command executor")
     return repo
 
 
@@ -199,6 +214,89 @@ def bench_memory(tmp: Path, tasks: int, records: int) -> None:
           f"per-pair ratios {', '.join(f'{b / a:.2f}' for a, b in zip(te, tf))}")
 
 
+FRESH_RUN = """
+import contextlib, io, sys
+from orchestrator.cli import do_one_task_main
+with contextlib.redirect_stdout(io.StringIO()):
+    sys.exit(do_one_task_main(["--dir", sys.argv[1]]))
+"""
+
+
+def fresh_clone(origin: Path, dest: Path) -> Path:
+    """A `git clone` of origin with the bench identity (a clone copies no config)."""
+    subprocess.run(["git", "clone", "-q", str(origin), str(dest)], check=True, capture_output=True)
+    for key, value in (("user.email", "bench@example.invalid"), ("user.name", "bench"),
+                       ("commit.gpgsign", "false")):
+        git(dest, "config", key, value)
+    return dest
+
+
+def fresh_task_cpu(repo: Path, marker: Path) -> float:
+    """CPU seconds (user + sys, every waited-for child included) of a fresh `do-one-task`
+    process on repo: its first task fails once and passes its retry."""
+    marker.unlink(missing_ok=True)
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "-c", FRESH_RUN, str(repo)], cwd=root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, f"do-one-task failed in {repo}"
+    return usage.ru_utime + usage.ru_stime
+
+
+def commit_mark(repo: Path) -> bool:
+    """What a team that commits its memory commits with it: the retention watermark that
+    the last run wrote (reflection/retention_mark.py). False when this tree has none."""
+    try:
+        from orchestrator.session.housekeeping import apply_retention
+        from reflection.retention_mark import mark_path
+    except ImportError:
+        return False  # an older tree, measured for "before"
+    apply_retention(repo, 90)
+    mark = mark_path(repo / ".openagents" / "memory" / "reflections.jsonl")
+    git(repo, "add", "-f", str(mark))
+    git(repo, "commit", "-q", "-m", "the memory's watermark")
+    return True
+
+
+def fresh_pairs(tmp: Path, origins: tuple[Path, Path], marks: tuple[Path, Path], rounds: int) -> tuple[list, list]:
+    """CPU of a task on a fresh clone of each origin, taking turns; a warm-up round first."""
+    ce, cf = [], []
+    for n in range(rounds + 1):
+        order = [(origins[0], marks[0], ce), (origins[1], marks[1], cf)]
+        for origin, mark, out in (order if n % 2 else order[::-1]):
+            clone = fresh_clone(origin, tmp / f"clone-{origin.name}-{n}")
+            cpu = fresh_task_cpu(clone, mark)
+            if n:  # the first round warms the page cache and .pyc files
+                out.append(cpu)
+            shutil.rmtree(clone)
+    return ce, cf
+
+
+def bench_fresh(tmp: Path, rounds: int, records: int) -> None:
+    """F4: a task with one retry on a fresh clone of a repository holding `records`
+    committed reflections, against one whose memory is empty; CPU of a fresh process.
+    Measured with the retention watermark committed along with the memory, and without."""
+    marks = (tmp / "fresh-pass-empty", tmp / "fresh-pass-full")
+    empty = command_retry_repo(tmp / "origin-empty", marks[0])
+    bare = command_retry_repo(tmp / "origin-full", marks[1])
+    size = fill_memory(bare, records)
+    print(f"fresh clone: {records:,} committed records, {size / 2**20:.0f} MiB")
+    variants = [("no watermark committed", bare)]
+    marked = tmp / "origin-full-marked"
+    subprocess.run(["git", "clone", "-q", str(bare), str(marked)], check=True)
+    for key, value in (("user.email", "bench@example.invalid"), ("user.name", "bench")):
+        git(marked, "config", key, value)
+    if commit_mark(marked):
+        variants.insert(0, ("watermark committed", marked))
+    for label, full in variants:
+        ce, cf = fresh_pairs(tmp, (empty, full), marks, rounds)
+        me, mf = statistics.median(ce), statistics.median(cf)
+        print(f"fresh clone, {label}: a task with one retry, empty memory, CPU median of {rounds}: "
+              f"{me * 1000:.0f} ms; with {records:,} committed records: {mf * 1000:.0f} ms")
+        print(f"fresh clone, {label} (F4): ratio {mf / me:.2f}  (target <= 1.2); "
+              f"per-pair ratios {', '.join(f'{b / a:.2f}' for a, b in zip(ce, cf))}")
+
+
 def big_tree_repo(repo: Path, files: int, tasks: int) -> Path:
     """`files` files in folders of 50, and `tasks` open tasks for the command executor."""
     meta = init_repo(repo) / ".openagents"
@@ -310,7 +408,8 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=100_000)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=20_000)
-    parser.add_argument("--only", choices=["backlog", "memory", "repo"])
+    parser.add_argument("--fresh-records", type=int, default=200_000, help="records of the fresh-clone figure (F4)")
+    parser.add_argument("--only", choices=["backlog", "memory", "repo", "fresh"])
     args = parser.parse_args()
     from reflection.scripted import register_scripted_provider
 
@@ -322,6 +421,8 @@ def main() -> None:
             bench_memory(Path(tmp), args.tasks, args.records)
         if args.only in (None, "repo"):
             bench_repo(Path(tmp), args.tasks, args.files)
+        if args.only in (None, "fresh"):
+            bench_fresh(Path(tmp), args.tasks, args.fresh_records)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@ cache that any process may delete. It holds:
 - `meta`: per source file, its (dev, inode), the byte offset consumed and the bytes just
   before it.
 
-Syncing reads only complete lines appended since the offset. If the file was replaced
+Syncing reads only complete lines appended since the offset. A database that has read
+nothing yet starts from the file's retention mark when it has a valid one (a fresh clone
+of a committed memory): the outcome lines the mark points at, then the file from the
+mark's end. If the file was replaced
 (another inode), shrank, or the bytes before the offset changed (rewritten in place), that
 source is re-read from the start. A database that is corrupt, unreadable or of another
 schema version is deleted and rebuilt. Writes happen in short `BEGIN IMMEDIATE`
@@ -196,7 +199,7 @@ class SourceState:
 class Appended:
     """Complete lines a file gained since a state, and whether it must be read from scratch."""
 
-    lines: list[bytes]
+    data: bytes  # whole lines, each ending in "\n"
     state: SourceState
     restart: bool
     more: bool  # a chunk limit stopped the read
@@ -206,7 +209,7 @@ def read_appended(path: Path, state: SourceState) -> Appended:
     fd = open_for_reading(path)  # a folder or FIFO there is a MemoryFileError, not a hang
     if fd is None:
         empty = SourceState()
-        return Appended([], empty, restart=state != empty, more=False)
+        return Appended(b"", empty, restart=state != empty, more=False)
     try:
         return _read_from(fd, state)
     finally:
@@ -229,7 +232,7 @@ def _read_from(fd: int, state: SourceState) -> Appended:
     consumed = data[:end]
     new_state = SourceState(st.st_dev, st.st_ino, start.offset + end, (start.tail + consumed)[-TAIL_BYTES:])
     more = new_state.offset < st.st_size and end > 0
-    return Appended(consumed.splitlines(), new_state, restart=not same, more=more)
+    return Appended(consumed, new_state, restart=not same, more=more)
 
 
 # Lessons are the outcome reflections, one per task that ended (they sum up its attempts);
@@ -238,12 +241,48 @@ def _read_from(fd: int, state: SourceState) -> Appended:
 _OUTCOME_LINE = re.compile(rb'"kind"\s*:\s*"outcome"')
 
 
+def outcome_lines(data: bytes) -> Iterator[bytes]:
+    """The lines of `data` that may be outcome records, found by one search over the bytes
+    (a fresh clone's first sync reads the whole file: no split into a million lines)."""
+    end = 0
+    for hit in _OUTCOME_LINE.finditer(data):
+        if hit.start() < end:
+            continue  # a second match on a line already given
+        start = data.rfind(b"\n", 0, hit.start()) + 1
+        end = data.find(b"\n", hit.end())
+        end = len(data) if end < 0 else end
+        yield data[start:end]
+
+
 def parse_lines(lines: Iterable[bytes]) -> Iterator[object]:
     for line in lines:
         try:
             yield orjson.loads(line)
         except orjson.JSONDecodeError:
             continue  # torn or foreign: the JSONL belongs to several tools
+
+
+def _marked_outcome_lines(path: Path) -> tuple[bytes, SourceState] | None:
+    """The outcome lines a valid retention mark of `path` points at, and the state of
+    having read the file up to the mark's end; None without such a mark."""
+    from reflection.retention_mark import mark_path, read_mark, still_describes
+
+    mark = read_mark(mark_path(path))
+    if mark is None or mark.outcome_spans is None:
+        return None
+    fd = open_for_reading(path)
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not still_describes(fd, st.st_size, mark):
+            return None
+        lines = b"".join(os.pread(fd, end - start, start) + b"\n" for start, end in mark.outcome_spans)
+        before = min(TAIL_BYTES, mark.size)
+        tail = os.pread(fd, before, mark.size - before)
+    finally:
+        os.close(fd)
+    return lines, SourceState(st.st_dev, st.st_ino, mark.size, tail)
 
 
 class LessonIndex:
@@ -323,6 +362,7 @@ class LessonIndex:
         self._guarded(self._sync_all)
 
     def _sync_all(self, conn: sqlite3.Connection) -> None:
+        self._start_from_mark(conn, self.memory_dir / REFLECTIONS)
         self._follow(conn, self.memory_dir / REFLECTIONS, "source:lessons", self._reset_lessons, self._add_lessons)
         self._follow(conn, self.memory_dir / USES, "source:uses", self._reset_uses, self._add_uses)
         if self.embedder is not None:
@@ -334,7 +374,7 @@ class LessonIndex:
         path: Path,
         key: str,
         reset: Callable[[sqlite3.Connection], None],
-        add: Callable[[sqlite3.Connection, list[bytes]], None],
+        add: Callable[[sqlite3.Connection, bytes], None],
     ) -> None:
         while True:
             with _immediate(conn):  # state read and advanced under one write lock
@@ -343,12 +383,28 @@ class LessonIndex:
                 appended = read_appended(path, state)
                 if appended.restart:
                     reset(conn)
-                if appended.lines:
-                    add(conn, appended.lines)
+                if appended.data:
+                    add(conn, appended.data)
                 if appended.state != state:
                     conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, appended.state.encode()))
             if not appended.more:
                 return
+
+    def _start_from_mark(self, conn: sqlite3.Connection, path: Path) -> None:
+        """A database that has read nothing yet (a fresh clone, a deleted cache) whose file
+        has a valid retention mark (reflection/retention_mark.py) reads the outcome lines
+        the mark points at, then follows the file from the mark's end as usual."""
+        started = "SELECT 1 FROM meta WHERE key='source:lessons'"
+        if conn.execute(started).fetchone() is not None:
+            return  # the usual case, without taking the write lock
+        with _immediate(conn):
+            if conn.execute(started).fetchone() is not None:
+                return
+            found = _marked_outcome_lines(path)
+            if found is not None:
+                lines, state = found
+                self._add_lessons(conn, lines)
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("source:lessons", state.encode()))
 
     @staticmethod
     def _reset_lessons(conn: sqlite3.Connection) -> None:
@@ -360,8 +416,8 @@ class LessonIndex:
     def _reset_uses(conn: sqlite3.Connection) -> None:
         conn.execute("DELETE FROM uses")
 
-    def _add_lessons(self, conn: sqlite3.Connection, lines: list[bytes]) -> None:
-        for obj in parse_lines(line for line in lines if _OUTCOME_LINE.search(line)):
+    def _add_lessons(self, conn: sqlite3.Connection, data: bytes) -> None:
+        for obj in parse_lines(outcome_lines(data)):
             lesson = Lesson.from_record(obj)
             if lesson is not None:
                 self._add_lesson(conn, lesson)
@@ -383,10 +439,10 @@ class LessonIndex:
         conn.executemany("INSERT OR IGNORE INTO lesson_keys VALUES (?, ?)", [(k, seq) for k in lesson_keys(lesson)])
 
     @staticmethod
-    def _add_uses(conn: sqlite3.Connection, lines: list[bytes]) -> None:
+    def _add_uses(conn: sqlite3.Connection, data: bytes) -> None:
         rows = [
             (obj["lessonId"], int(obj.get("passed") is True))
-            for obj in parse_lines(lines)
+            for obj in parse_lines(data.splitlines())
             if isinstance(obj, dict) and isinstance(obj.get("lessonId"), str)
         ]
         conn.executemany(

@@ -42,6 +42,7 @@ and `--password PASSWORD` are left alone.
 from __future__ import annotations
 
 import base64
+import functools
 import math
 import re
 from collections import Counter
@@ -177,6 +178,7 @@ _KEY_QUALIFIERS = frozenset(
 )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=4096)  # keys repeat: every message of a conversation has the same ones
 def _secret_kind(name: str) -> str | None:
     """The placeholder kind for a value stored under `name`, or None if not secret."""
     shouting = name.upper() == name
@@ -729,12 +731,44 @@ KINDS: frozenset[str] = frozenset(
 """Every kind a placeholder can name."""
 
 
+def _trie(words: list[str]) -> str:
+    """A regex matching any of `words`, the longest at a position, as a trie: `re` tries
+    one branch per next character instead of every word."""
+    branches: dict[str, list[str]] = {}
+    for word in words:
+        branches.setdefault(word[:1], []).append(word[1:])
+    ends = "" in branches
+    alternatives = [re.escape(first) + _trie(rest) for first, rest in sorted(branches.items()) if first]
+    if not alternatives:
+        return ""
+    body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+    return f"(?:{body})?" if ends else body
+
+
+_TRIGGER_WORDS = sorted({trigger for rule in _RULES for trigger in rule.triggers})
+# One pass over the text finds every trigger: the look-ahead tries each position, so
+# overlapping triggers are all seen; a longer one found implies the shorter ones it starts with.
+_TRIGGERS = re.compile("(?=(" + _trie(_TRIGGER_WORDS) + "))")
+# The rules each trigger found calls for, with those of the shorter triggers it starts with.
+_RULES_FOR = {
+    word: frozenset(n for n, rule in enumerate(_RULES) if any(word.startswith(t) for t in rule.triggers))
+    for word in _TRIGGER_WORDS
+}
+
+
 def redact(text: str) -> str:
-    """`text` with every secret replaced by `[REDACTED:<kind>]`; idempotent."""
-    lowered = text.lower()
-    for rule in _RULES:
-        if any(trigger in lowered for trigger in rule.triggers):
-            text = rule.apply(text)
+    """`text` with every secret replaced by `[REDACTED:<kind>]`; idempotent.
+
+    A rule runs when one of its triggers occurs in the text as given (lower-cased): one
+    compiled search finds them all, then only those rules run, in their order."""
+    found = _TRIGGERS.findall(text.lower())
+    if not found:
+        return text
+    wanted: set[int] = set()
+    for word in set(found):
+        wanted |= _RULES_FOR[word]
+    for n in sorted(wanted):
+        text = _RULES[n].apply(text)
     return text
 
 

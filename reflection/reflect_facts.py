@@ -209,6 +209,20 @@ _NOT_DONE = re.compile(
     r"\b(?:unable to|could not|couldn't|not yet|still (?:fail|broken|error)\w*|blocked|gave up|failed to)\b",
     re.IGNORECASE,
 )
+# Lower-case words without one of which a pattern cannot match: a substring test is far
+# cheaper than a case-insensitive regex scan, and most turns hold none of them.
+_ERROR_WORDS = ("traceback", "fail", "error", "npm err", "exception")  # _ERRORS and _NAMED_ERROR
+_TEST_RUN_WORDS = ("test", "jest", "mocha", "passed", "failed")
+_PASSING_WORDS = ("pass", "ok (")
+
+
+def _may(text: str, words: tuple[str, ...]) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in words)
+
+
+def _passing(text: str) -> bool:
+    return _may(text, _PASSING_WORDS) and bool(_PASSING.search(text))
 
 
 @dataclass(frozen=True)
@@ -240,9 +254,9 @@ def facts_of(conversation: Sequence[Turn]) -> ConversationFacts:
         found = _error_patterns(message.content)
         errors.extend(found)
         last_error = index if found else last_error
-        if not found and (_PASSING.search(message.content) or _claims_done(message)):
+        if not found and (_passing(message.content) or _claims_done(message)):
             last_pass = index  # a pass, or the assistant saying it fixed what came before
-        if _TEST_RUN.search(message.content):
+        if _may(message.content, _TEST_RUN_WORDS) and _TEST_RUN.search(message.content):
             last_test = message.content
     assistant = [m for m in conversation if m.role == "assistant"]
     closing = assistant[-1].content if assistant else ""
@@ -253,7 +267,7 @@ def facts_of(conversation: Sequence[Turn]) -> ConversationFacts:
         tools=unique(tool_name(m) for m in conversation if m.role == "tool"),
         errors=unique(errors),
         tests_run=last_test is not None,
-        tests_passing=last_test is not None and bool(_PASSING.search(last_test)) and not _error_patterns(last_test),
+        tests_passing=last_test is not None and _passing(last_test) and not _error_patterns(last_test),
         claims_done=bool(assistant) and _claims_done(assistant[-1]),
         unresolved_error=last_error > last_pass or bool(_NOT_DONE.search(closing)),
         assistant_turns=len(assistant),
@@ -266,6 +280,8 @@ def _claims_done(message: Turn) -> bool:
 
 def _error_patterns(text: str) -> list[str]:
     """The error kinds in one message: families (tracebacks, failing tests) and named errors."""
+    if not _may(text, _ERROR_WORDS):
+        return []
     found = [kind for kind, pattern in _ERRORS if pattern.search(text)]
     named = unique(a or b for a, b in _NAMED_ERROR.findall(text))
     # A bare "Error:" says less than the named error beside it.

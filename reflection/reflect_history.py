@@ -78,6 +78,32 @@ class Archived:
     path: Path | None
 
 
+class Unsynced:
+    """An append written to the history but not yet fsynced."""
+
+    def __init__(self, history: ReflectHistory, fd: int, number: int) -> None:
+        self._history, self._fd, self._number = history, fd, number
+
+    def covered(self) -> bool:
+        """Whether an fsync that began after this append was written has ended."""
+        return self._history._synced >= self._number
+
+    def wait(self) -> None:
+        """Return once the append is on disk; the descriptor is closed either way."""
+        if self._fd < 0:
+            return
+        try:
+            self._history._make_durable(self._fd, self._number)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Let go of the descriptor (the answer was not given: nothing was promised)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 class ReflectHistory:
     """One project's reflect history; safe to share between threads."""
 
@@ -91,19 +117,43 @@ class ReflectHistory:
         self.lock_wait_s = lock_wait_s
         # Threads of this process queue here instead of polling the file lock.
         self._mutex = threading.Lock()
+        # Group commit: appends are numbered; one fsync makes every append before it durable.
+        self._sync_mutex = threading.Lock()
+        self._written = 0
+        self._synced = 0
         self._counts: Counter[str] = Counter()
         self._seen: tuple[int, int] = (-1, 0)  # (inode, bytes counted)
 
     def append(self, result: ReflectResult) -> None:
-        """Add one result; ReflectionLimitReached when its session is full."""
+        """Add one result, on disk (fsynced) when this returns; ReflectionLimitReached
+        when its session is full."""
+        self.append_unsynced(result).wait()
+
+    def append_unsynced(self, result: ReflectResult) -> Unsynced:
+        """Add one result, written but not yet fsynced: `wait()` on the answer makes it
+        durable, outside the file lock, so that one fsync serves every append before it."""
         line = orjson.dumps(result.to_dict()) + b"\n"
         with self._mutex, self._memory(create=True) as memory:
             assert memory is not None  # created
             with _locked(memory, self.lock_wait_s):
                 if self._refresh(memory)[result.session_id] >= self.max_per_session:
                     raise ReflectionLimitReached(result.session_id, self.max_per_session)
-                _append_line(memory, line)
-                self._refresh(memory)  # reads back just this line (and a torn one's end, if any)
+                fd = _append_line(memory, line)
+                self._written += 1
+                try:
+                    self._refresh(memory)  # reads back just this line (and a torn one's end, if any)
+                except BaseException:
+                    os.close(fd)
+                    raise
+            return Unsynced(self, fd, self._written)
+
+    def _make_durable(self, fd: int, number: int) -> None:
+        with self._sync_mutex:
+            if self._synced >= number:
+                return  # an fsync that began after this append was written covered it
+            upto = self._written  # every append numbered so far has been written
+            os.fsync(fd)
+            self._synced = max(self._synced, upto)
 
     def count_for(self, session_id: str) -> int:
         """How many live records a session holds, as far as complete lines show.
@@ -303,8 +353,9 @@ def _flock_within(fd: int, wait_s: float) -> None:
             time.sleep(0.01)
 
 
-def _append_line(memory: int, line: bytes) -> None:
-    """One write with O_APPEND, fsynced, on a line of its own even after a torn write."""
+def _append_line(memory: int, line: bytes) -> int:
+    """One write with O_APPEND, on a line of its own even after a torn write; the open
+    descriptor, for the caller to fsync and close."""
     fd = _open_file(memory, HISTORY_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     assert fd is not None  # O_CREAT
     try:
@@ -314,9 +365,10 @@ def _append_line(memory: int, line: bytes) -> None:
         written = os.write(fd, line)
         while written < len(line):
             written += os.write(fd, line[written:])
-        os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
 
 
 def _read(memory: int) -> bytes:
@@ -344,6 +396,12 @@ def _move_to_archive(memory: int) -> str:
     assert archive is not None  # created
     try:
         name = _archive_name(archive)
+        history = _open_file(memory, HISTORY_NAME, os.O_RDONLY)
+        if history is not None:  # appends not yet fsynced go with it, durable: their fsync may be another's
+            try:
+                os.fsync(history)
+            finally:
+                os.close(history)
         os.rename(HISTORY_NAME, name, src_dir_fd=memory, dst_dir_fd=archive)
         os.fsync(archive)
         os.fsync(memory)

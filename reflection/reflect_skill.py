@@ -31,7 +31,7 @@ from reflection.llm import ChatModel
 from reflection.pattern.criteria import QualityCriterion
 from reflection.pattern.evaluation import CriterionScore, weighted_score
 from reflection.pattern.judge import Judged, judge_with_model
-from reflection.redact import redact, redact_data
+from reflection.redact import redact
 from reflection.reflect_facts import ConversationFacts, facts_of, unique
 from reflection.schema import CamelModel
 from reflection.text import english_list, one_line
@@ -255,7 +255,9 @@ async def reflect_and_read(
     """`reflect_on_conversation`, keeping the facts the result was made of."""
     started = time.perf_counter()
     # Secrets go before anything reads the conversation: the heuristic, a model, the store.
-    conversation = [Message.model_validate(m) for m in redact_data([m.model_dump() for m in request.conversation])]
+    # A turn's fields are its role (one of four words), its content and its tool's name.
+    conversation = [m.model_copy(update={"content": redact(m.content), "name": m.name and redact(m.name)})
+                    for m in request.conversation]
     task = redact(request.task_description)
     facts = facts_of(conversation)
     scores = heuristic_scores(facts, criteria)

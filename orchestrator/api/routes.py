@@ -2,8 +2,8 @@
 
 Each handler checks in the order that keeps the disk safe: the skill switch, the body
 (type, size, time, JSON, fields), the project folder against the roots, and only then a
-file. Blocking file work (the history's lock and fsync) runs in a worker thread, one per
-project at a time: the store serialises a project's calls anyway, and a project whose
+file. Blocking file work (the history's lock and append) runs in a worker thread, one per
+project at a time, and the append's fsync after it, shared by the appends before it: the store serialises a project's calls anyway, and a project whose
 files stall (a slow disk, a lock another process keeps) must not take every thread.
 """
 
@@ -28,7 +28,7 @@ from orchestrator.api.schemas import ClearResponse, HealthResponse, MemoryNote, 
 from orchestrator.api.settings import ApiSettings
 from reflection.fileio import LockTimeout
 from reflection.redact import redact
-from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath
+from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath, Unsynced
 from reflection.reflect_skill import ReflectRequest, reflect_and_read
 
 T = TypeVar("T")
@@ -36,10 +36,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Project:
-    """A project's history store (its counts stay warm) and its turn at a worker thread."""
+    """A project's history store (its counts stay warm), its turn at a worker thread, and
+    its turn at the fsync that makes appends durable (so one project holds two threads at most)."""
 
     history: ReflectHistory
     turn: anyio.Lock
+    sync_turn: anyio.Lock
     memory: MemoryFeed  # what the loop reads: reflections feed it too
 
 
@@ -55,7 +57,7 @@ class ApiState:
     def project(self, folder: Path) -> Project:
         if folder not in self._projects:
             history = ReflectHistory(folder, max_per_session=self.settings.reflect.max_reflections)
-            self._projects[folder] = Project(history, anyio.Lock(), MemoryFeed(folder, history))
+            self._projects[folder] = Project(history, anyio.Lock(), anyio.Lock(), MemoryFeed(folder, history))
         return self._projects[folder]
 
 
@@ -83,18 +85,32 @@ async def reflect(request: Request) -> Response:
     require_json(request)
     asked = _parsed(await read_body(request, state.settings.max_body, state.settings.read_timeout))
     project = state.project(project_folder(asked.project_path, state.settings.roots))
-    # Refused before the model is paid for; the append checks again under the lock.
-    if await on_disk(project, project.history.full, redact(asked.session_id)):
+    # Refused before a model is paid for; the append checks again under the lock (and
+    # alone when no model is called: the heuristic costs less than asking first).
+    if state.settings.model is not None and await on_disk(project, project.history.full, redact(asked.session_id)):
         raise ApiError(409, str(ReflectionLimitReached(redact(asked.session_id), config.max_reflections)))
     reflected = await reflect_and_read(asked, criteria=config.criteria, threshold=config.threshold,
                                        model=state.settings.model)
     try:
-        await on_disk(project, project.history.append, reflected.result)
+        written = await on_disk(project, project.history.append_unsynced, reflected.result)
     except ReflectionLimitReached as exc:
         raise ApiError(409, str(exc)) from None
+    await durable(project, written)
     kept = await on_disk(project, project.memory.remember, reflected) if config.to_memory else None
     memory = MemoryNote(lesson_id=kept.lesson_id, reason=kept.reason) if kept else None
     return _ok(ReflectResponse(result=reflected.result, memory=memory))
+
+
+async def durable(project: Project, written: Unsynced) -> None:
+    """Return once an append is on disk. The fsync runs after the project's turn, so the
+    next appends go on meanwhile; whoever waited while it ran finds their line covered by
+    it and needs no thread of its own (group commit)."""
+    try:
+        async with project.sync_turn:
+            if not written.covered():
+                await anyio.to_thread.run_sync(written.wait)
+    finally:
+        written.close()  # covered, or cancelled: no answer was given, so nothing promised
 
 
 async def history_endpoint(request: Request) -> Response:

@@ -41,6 +41,7 @@ from reflection.postgres.connection import (
     connect,
     first_line,
     is_postgres_url,
+    once_per_process,
     password_in,
     safe_url,
     server_gone,
@@ -143,6 +144,7 @@ async def _worker(args: argparse.Namespace, listener: Callable[[dict], None]) ->
     if memory not in ("project", url):  # a wrong --memory is said now, not as every job's failure
         await anyio.to_thread.run_sync(lambda: connect(memory).close())
     app = make_app(url)
+    once_per_process()  # schema checks and settings per worker, not per job
     worker = FleetWorker(settings, db, app, _sayer(name, args.json), listener)
     serving = Serving(worker, app)
     try:

@@ -24,17 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 from procrastinate import App, BaseRetryStrategy, JobContext, PsycopgConnector, RetryDecision
 from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.jobs import Job
 
-from orchestrator.fleet import records
 from orchestrator.fleet.mirror import RepoRef
 from orchestrator.tasks import Task
 from reflection.postgres.connection import Database, PostgresUnavailable, first_line, server_gone
+
+if TYPE_CHECKING:
+    import psycopg
 
 QUEUE = "goldenloop"
 TASK_NAME = "goldenloop.run_task"
@@ -60,10 +62,17 @@ class JobRunner(Protocol):
 
 def make_app(url: str) -> App:
     """The queue at `url`, its task registered; open it with `open_async`."""
-    connector = PsycopgConnector(conninfo=url, min_size=1, max_size=POOL_MAX, kwargs={"connect_timeout": 10})
+    connector = PsycopgConnector(conninfo=url, min_size=1, max_size=POOL_MAX, kwargs={"connect_timeout": 10},
+                                 configure=_autocommit)
     app = App(connector=connector)
     app.task(name=TASK_NAME, queue=QUEUE, pass_context=True, retry=Retry())(_run_task)
     return app
+
+
+async def _autocommit(conn: psycopg.AsyncConnection) -> None:
+    """Each of the queue's calls is one statement (one of its functions): as atomic alone
+    as wrapped in BEGIN and COMMIT, which would cost two more round trips per call."""
+    await conn.set_autocommit(True)
 
 
 async def _run_task(context: JobContext, repo: str, branch: str, task: str, run: str) -> str:
@@ -119,11 +128,10 @@ async def defer_ready(app: App, db: Database, run_id: str, ref: RepoRef, ready: 
     none that succeeded). Called under the repository's integration lock, so that two
     workers never queue one task twice; a cancelled run gets nothing."""
     done = Deferred()
-    run = await anyio.to_thread.run_sync(records.get_run, db, run_id)
-    if run is None or run.cancelled_at is not None:
+    jobs = await anyio.to_thread.run_sync(task_jobs, db, run_id, ref)
+    if jobs is None:  # the run is cancelled, or gone
         done.cancelled = True
         return done
-    jobs = await anyio.to_thread.run_sync(task_jobs, db, run_id, ref)
     for task in ready:
         found = jobs.get(task.id, TaskJobs())
         if found.live:
@@ -160,17 +168,23 @@ class TaskJobs:
         return bool(self.in_run) and all(state in UNSUCCESSFUL for state in self.in_run)
 
 
-def task_jobs(db: Database, run_id: str, ref: RepoRef) -> dict[str, TaskJobs]:
+def task_jobs(db: Database, run_id: str, ref: RepoRef) -> dict[str, TaskJobs] | None:
     """The repository's tasks that have a live job, or had a job in the run (found by the
-    job's lock: however the URL was spelt)."""
+    job's lock: however the URL was spelt); None when the run is cancelled or gone. One
+    statement: the run's row, joined to its jobs."""
     prefix = job_lock(ref, "").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     rows = db.run(lambda conn: conn.execute(
-        "SELECT args->>'task', args->>'run' = %(run)s, status::text FROM procrastinate_jobs"
+        "SELECT r.cancelled_at IS NOT NULL, j.task, j.here, j.state FROM goldenloop_runs r LEFT JOIN ("
+        " SELECT args->>'task' AS task, args->>'run' = %(run)s AS here, status::text AS state FROM procrastinate_jobs"
         " WHERE task_name = %(name)s AND lock LIKE %(prefix)s"
-        " AND (args->>'run' = %(run)s OR status::text = ANY(%(live)s))",
+        " AND (args->>'run' = %(run)s OR status::text = ANY(%(live)s))) j ON true WHERE r.id = %(run)s",
         {"run": run_id, "name": TASK_NAME, "prefix": prefix + "%", "live": list(LIVE)}).fetchall())
+    if not rows or rows[0][0]:
+        return None
     found: dict[str, TaskJobs] = {}
-    for task_id, here, state in rows:
+    for _, task_id, here, state in rows:
+        if task_id is None:
+            continue  # the run has no job of this repository (the join's one empty row)
         jobs = found.setdefault(task_id, TaskJobs())
         jobs.live = jobs.live or state in LIVE
         if here:

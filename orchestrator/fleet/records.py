@@ -198,32 +198,32 @@ def _run_row(conn: psycopg.Connection, run_id: str | None, *, lock: bool = False
 # -- claiming a task slot ---------------------------------------------------------------
 
 
-def claim(db: Database, job: Job) -> int | str:
-    """The job's outcome row (`running`) when it may start, else the reason it may not
-    (its row then says `skipped`). One transaction on the run's locked row."""
+def claim(db: Database, job: Job) -> tuple[int, Run] | str:
+    """The job's outcome row (`running`) and its run when it may start, else the reason it
+    may not (its row then says `skipped`). One transaction on the run's locked row: the
+    run and whether this job ran before in one statement, the count and the row in another."""
 
-    def work(conn: psycopg.Connection) -> int | str:
-        run = _run_row(conn, job.run_id, lock=True)
-        if run is None:
+    def work(conn: psycopg.Connection) -> tuple[int, Run] | str:
+        found = conn.execute(
+            f"SELECT {_RUN_COLUMNS}, EXISTS (SELECT 1 FROM goldenloop_outcomes WHERE job_id = %s AND status <> %s)"
+            " FROM goldenloop_runs WHERE id = %s FOR UPDATE", (job.job_id, SKIPPED, job.run_id)).fetchone()
+        if found is None:
             return _skip(conn, job, f"run {job.run_id} is not in this database")
-        rerun = job.job_id is not None and conn.execute(
-            "SELECT 1 FROM goldenloop_outcomes WHERE job_id = %s AND status <> %s LIMIT 1", (job.job_id, SKIPPED)
-        ).fetchone() is not None
+        run, rerun = Run(*found[:-1]), job.job_id is not None and bool(found[-1])
         reason = _limit_reached(run, counted=not rerun)
         if reason:
             return _skip(conn, job, reason)
         if rerun:  # its earlier run never ended: its worker died, or lost the database
             conn.execute("UPDATE goldenloop_outcomes SET status = %s, reason = %s, finished_at = now()"
                          " WHERE job_id = %s AND status = %s", (LOST, STOPPED, job.job_id, RUNNING))
-        else:
-            conn.execute("UPDATE goldenloop_runs SET started_tasks = started_tasks + 1 WHERE id = %s", (run.id,))
         row = conn.execute(
-            "INSERT INTO goldenloop_outcomes (run_id, repo, repo_key, task_id, job_id, worker, status)"
+            "WITH counted AS (UPDATE goldenloop_runs SET started_tasks = started_tasks + 1 WHERE id = %s AND %s)"
+            " INSERT INTO goldenloop_outcomes (run_id, repo, repo_key, task_id, job_id, worker, status)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (job.run_id, job.repo, job.repo_key, job.task_id, job.job_id, job.worker, RUNNING),
+            (run.id, not rerun, job.run_id, job.repo, job.repo_key, job.task_id, job.job_id, job.worker, RUNNING),
         ).fetchone()
         assert row is not None
-        return int(row[0])
+        return int(row[0]), run
 
     return db.transaction(work)
 

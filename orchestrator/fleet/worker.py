@@ -105,9 +105,9 @@ class FleetWorker:
             if isinstance(claimed, str):
                 self.say(f"{ref.name} {task}: not started: {claimed}")
                 return records.SKIPPED
-            row = claimed
+            row, run_row = claimed
             self.say(f"{ref.name} {task}: started (job {job.id})")
-            return await self._claimed(ref, record, row)
+            return await self._claimed(ref, record, row, run_row)
         except Exception as exc:
             if isinstance(exc, InfraError | PutBack) or not infrastructure(exc):
                 await self._abandon(row, "error", f"{type(exc).__name__}: {first_line(exc)}")
@@ -132,9 +132,7 @@ class FleetWorker:
             except Exception:  # noqa: BLE001 - the database is away: the next claim marks it lost
                 pass
 
-    async def _claimed(self, ref: RepoRef, record: records.Job, row: int) -> str:
-        run = await anyio.to_thread.run_sync(records.get_run, self.db, record.run_id)
-        assert run is not None  # the claim found it
+    async def _claimed(self, ref: RepoRef, record: records.Job, row: int, run: records.Run) -> str:
         try:
             tip = await anyio.to_thread.run_sync(self.mirrors.fetch_tip, ref)
             tree = await anyio.to_thread.run_sync(self.trees.prepare, ref, tip)

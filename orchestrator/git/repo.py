@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -275,6 +276,21 @@ class Repo(GitPlumbing):
     def untracked(self) -> set[str]:
         """Untracked, not ignored files, as repository-relative posix paths."""
         return set(_split_z(self._git("ls-files", "--others", "--exclude-standard", "-z")))
+
+    def refresh_if_racy(self, path: Path, min_bytes: int = 1 << 20) -> None:
+        """When a big file is no older than the index (a fresh clone's checkout), let git
+        record its stat data once: every `status` would hash the file again otherwise, as
+        ours runs without optional locks and so never writes the index back."""
+        try:
+            index, stat = (self.git_dir / "index").stat(), path.stat()
+        except OSError:
+            return
+        # Whole seconds, as git compares them unless built with USE_NSEC.
+        if stat.st_size >= min_bytes and int(stat.st_mtime) >= int(index.st_mtime):
+            wait = int(stat.st_mtime) + 1 - time.time()
+            if 0 < wait <= 1:
+                time.sleep(wait)  # an index written in the file's own second would leave it racy still
+            _run(["update-index", "-q", "--refresh"], cwd=self.root)  # best effort: a busy index is fine
 
     def _changes(self, base: str, dirty_before: set[str]) -> tuple[set[str], set[str]]:
         """(tracked paths differing from base, untracked files created since), sans .openagents/."""

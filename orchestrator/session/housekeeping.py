@@ -4,8 +4,10 @@ memory's retention applied at most once a day."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,39 +72,80 @@ def ensure_runtime_ignored(project_dir: Path) -> None:
         path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + missing)
 
 
-RETENTION_EVERY_S = 24 * 3600  # pruning reads the whole memory: at most once a day
+RETENTION_EVERY_S = 24 * 3600  # a pass rewrites the whole memory: at most once a day
 
 
 def apply_retention(project_dir: Path, retention_days: int, now: float | None = None,
                     live_per_agent: int = 30, store: ReflectionStore | None = None) -> int | None:
     """Move to the store's archive the attempt reflections older than `retention_days` and
-    the outcome reflections beyond each agent's newest `live_per_agent`, at most once a day
-    on this machine (the mtime of `memory/.pruned` says when it last ran); how many moved,
-    None when not due. `store`: the project's JSONL files unless given (a shared database)."""
-    layout = Layout(project_dir)
-    marker = layout.reflections.with_name(".pruned")
+    the outcome reflections beyond each agent's newest `live_per_agent`, at most once a day,
+    and bring the markdown view in step with what moved; how many moved, None when nothing
+    was due. `store`: the project's JSONL files unless given (a shared database)."""
     now = time.time() if now is None else now
-    own = store is None
-    store = JsonlReflectionStore(layout.reflections) if store is None else store
-    try:
-        if store.empty():
-            return None
-        with contextlib.suppress(FileNotFoundError):
-            if now - marker.stat().st_mtime < RETENTION_EVERY_S:
-                return None
-        from reflection.retention import (
-            archive_outcomes,  # once a day: its models only then
-        )
+    cutoff = datetime.fromtimestamp(now, UTC) - timedelta(days=retention_days)
+    layout = Layout(project_dir)
+    if store is not None and not isinstance(store, JsonlReflectionStore):
+        return _retention_on(store, layout, cutoff, now, live_per_agent)
+    # The JSONL memory: its watermark says whether anything is due without reading it all.
+    from reflection.retention_mark import brought_up_to_date, mark_path, read_mark, write_mark
 
-        moved = store.prune(datetime.fromtimestamp(now, UTC) - timedelta(days=retention_days))
-        moved += archive_outcomes(store, keep_per_agent=live_per_agent)
+    where = mark_path(layout.reflections)
+    old = read_mark(where)
+    mark = brought_up_to_date(layout.reflections, old)
+    if mark is None:
+        return None
+    if not mark.due(cutoff, live_per_agent) or now - mark.pruned_at < RETENTION_EVERY_S:
+        if mark != old:
+            write_mark(where, mark)
+        return None
+    own = JsonlReflectionStore(layout.reflections) if store is None else store
+    try:
+        moved = _pass(own, layout, cutoff, live_per_agent)
     finally:
-        if own:
-            store.close()
+        if store is None:
+            own.close()
+    write_mark(where, replace(brought_up_to_date(layout.reflections, None) or mark, pruned_at=now))
+    return moved
+
+
+# When this process last looked at each shared store: a fleet worker opens the memory for
+# every job in a fresh worktree (no `.pruned` there), and must not ask the database each time.
+_LOOKED_AT: dict[str, float] = {}
+
+
+def _retention_on(store: ReflectionStore, layout: Layout, cutoff: datetime, now: float,
+                  live_per_agent: int) -> int | None:
+    """A shared database: at most once a day on this machine (the mtime of `memory/.pruned`,
+    or this process's last look). An empty memory counts as looked at: what is written
+    after it is younger than a day, as after a pass."""
+    marker = layout.reflections.with_name(".pruned")
+    key = store.location or f"store {id(store)}"
+    if now - _LOOKED_AT.get(key, -math.inf) < RETENTION_EVERY_S:
+        return None
+    with contextlib.suppress(FileNotFoundError):
+        if now - marker.stat().st_mtime < RETENTION_EVERY_S:
+            return None
+    _LOOKED_AT[key] = now
+    if store.empty():
+        return None
+    moved = _pass(store, layout, cutoff, live_per_agent)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
     os.utime(marker, (now, now))
     return moved
+
+
+def _pass(store: ReflectionStore, layout: Layout, cutoff: datetime, live_per_agent: int) -> int:
+    """One retention pass; when outcome records moved, their markdown pages move with them."""
+    from reflection.retention import archive_outcomes  # once a day: its models only then
+
+    moved = store.prune(cutoff)
+    outcomes_moved = archive_outcomes(store, keep_per_agent=live_per_agent)
+    if outcomes_moved:
+        from reflection.outcome_markdown import write_markdown_view
+
+        write_markdown_view(store.outcomes(), layout.reflections.parent, archived=store.archived_outcomes())
+    return moved + outcomes_moved
 
 
 def prune_memory(project_dir: Path, config: ProjectConfig, memory_url: str | None,

@@ -72,6 +72,7 @@ class ProjectSession:
             raise UserError(f"{self.project_dir} is not a folder")
         self.repo = as_user_error(lambda: Repo(self.project_dir), EXIT_USAGE)
         self.project_dir = self.repo.root  # project.json is read from the top, even from a subfolder
+        self.repo.refresh_if_racy(Layout(self.project_dir).reflections)  # a fresh clone of a committed memory
         self.pending = as_user_error(lambda: Pending.note(self.repo), EXIT_USAGE)  # before the run writes there
         self.config = load_project_config(self.project_dir, self.overrides, self.notices)
         memory_url = memory_url_of(self.config, self.overrides)

@@ -8,6 +8,10 @@
   reason is not retried.
 - `apply_schema` creates a component's tables once per database, under an advisory lock
   so that many workers starting together do it once, and upgrades them step by step.
+- `once_per_process()`: a long-lived process (a fleet worker, which opens a project's
+  memory for every job) checks each database's schema and settings once, and remembers
+  facts that only ever become true (the memory holds a record): per worker, not per job.
+  Commands and runs, which live for one task, check on every connection.
 
 psycopg is imported only here and only when a URL is used, so the default install (JSONL
 files, one machine) never needs it.
@@ -33,6 +37,28 @@ INSTALL_HINT = "pip install 'goldenloop[postgres]'"
 CONNECT_TIMEOUT_S = 10
 RETRY_FOR_S = 30.0  # how long work waits for a server that went away before it gives up
 SCHEMA_LOCK = 0x676C_6F6F  # pg_advisory_xact_lock key of schema changes ("gloo")
+
+
+# What this process learnt of each database (see `once_per_process`); None: learn it anew.
+_LEARNT: dict[tuple[str, str], Any] | None = None
+
+
+def once_per_process() -> None:
+    """From now on, this process checks a database's schema and connection settings once,
+    and remembers what `Database.remember` records; see the module docstring."""
+    global _LEARNT
+    if _LEARNT is None:
+        _LEARNT = {}
+
+
+def learnt(conn: psycopg.Connection, what: str, find: Callable[[], T]) -> T:
+    """`find()`, or what it answered before on this database when the process remembers."""
+    if _LEARNT is None:
+        return find()
+    key = (conn.info.dsn, what)
+    if key not in _LEARNT:
+        _LEARNT[key] = find()
+    return _LEARNT[key]  # type: ignore[no-any-return]
 
 
 class PostgresUnavailable(Exception):
@@ -143,6 +169,15 @@ class Database:
 
         return self.run(in_transaction)
 
+    def knows(self, fact: str) -> bool:
+        """Whether this process recorded `fact` of this database (`remember`)."""
+        return _LEARNT is not None and _LEARNT.get((self.url, fact)) is True
+
+    def remember(self, fact: str) -> None:
+        """Record a fact that stays true (a table holds rows), when the process remembers."""
+        if _LEARNT is not None:
+            _LEARNT[(self.url, fact)] = True
+
     def open_now(self) -> Database:
         """Connect and set up at once, keeping the connection for the work to come: a wrong
         URL or schema is said now, and not after the wait `run` gives a restarting server."""
@@ -194,7 +229,12 @@ def apply_schema(conn: psycopg.Connection, component: str, migrations: Sequence[
     Each step runs in the same transaction as its version's record, under an advisory
     lock, so concurrent callers apply each step once and a failed step changes nothing.
     A database that a newer goldenloop set up is refused rather than used half-understood.
+    Once per database in a process that remembers (`once_per_process`).
     """
+    return learnt(conn, f"schema {component} {len(migrations)}", lambda: _apply_schema(conn, component, migrations))
+
+
+def _apply_schema(conn: psycopg.Connection, component: str, migrations: Sequence[str]) -> int:
     wanted = len(migrations)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))

@@ -245,8 +245,14 @@ class PostgresLessonIndex:
         return [(self._lesson(project, text), shown, helped) for project, text, shown, helped in rows]
 
     def has_uses(self) -> bool:
+        fact = f"lesson uses of {self.project}"
+        if self._db.knows(fact):
+            return True  # uses are never deleted
         sql = "SELECT EXISTS (SELECT 1 FROM goldenloop_lesson_counts WHERE project = %s)"
-        return self._db.run(lambda conn: conn.execute(sql, (self.project,)).fetchone()[0])
+        found = self._db.run(lambda conn: conn.execute(sql, (self.project,)).fetchone()[0])
+        if found:
+            self._db.remember(fact)
+        return found
 
     # -- candidates -----------------------------------------------------------------
 

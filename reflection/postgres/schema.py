@@ -47,6 +47,7 @@ from reflection.postgres.connection import (
     PostgresUnavailable,
     apply_schema,
     first_line,
+    learnt,
     psycopg_module,
     safe_url,
 )
@@ -171,5 +172,7 @@ def prepare(conn: psycopg.Connection) -> None:
     """What every connection of the memory needs: the tables, and commits that are on disk
     when they return (an append that returned must survive a crash of the server)."""
     apply_schema(conn, COMPONENT, MIGRATIONS)
-    if conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0] == "off":
+    # A URL's connections all start with the same setting: a worker asks once.
+    if learnt(conn, "synchronous_commit off",
+              lambda: conn.execute("SELECT current_setting('synchronous_commit')").fetchone()[0] == "off"):
         conn.execute("SET synchronous_commit TO on")

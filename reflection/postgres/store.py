@@ -168,8 +168,13 @@ class PostgresReflectionStore:
 
     def empty(self) -> bool:
         """No record of any project in the database yet (see the module docstring)."""
+        if self._db.knows("reflections held"):
+            return False  # nothing is deleted: a memory once written stays so
         sql = "SELECT NOT EXISTS (SELECT 1 FROM goldenloop_reflections)"
-        return self._db.run(lambda conn: conn.execute(sql).fetchone()[0])
+        empty = self._db.run(lambda conn: conn.execute(sql).fetchone()[0])
+        if not empty:
+            self._db.remember("reflections held")
+        return empty
 
     def outcomes(self) -> list[OutcomeReflection]:
         from reflection.outcome import OutcomeReflection

@@ -79,3 +79,39 @@ def test_a_torn_line_is_skipped_and_the_next_record_starts_on_its_own_line(tmp_p
 def test_a_store_needs_room_for_one(tmp_path: Path, limit: int) -> None:
     with pytest.raises(ValueError):
         ReflectHistory(tmp_path, max_per_session=limit)
+
+
+def test_an_append_is_on_disk_when_it_returns_though_its_fsync_runs_outside_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import stat
+
+    synced: list[int] = []  # the history's size at each fsync of it
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            synced.append(os.fstat(fd).st_size)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    history = ReflectHistory(tmp_path, max_per_session=1)
+    late: list[str] = []
+
+    def add(n: int) -> None:
+        history.append(_result(f"session-{n}"))
+        data = history.path.read_bytes()
+        end = data.index(b'"session-%d"' % n)
+        end = data.index(b"\n", end) + 1
+        if not synced or max(synced) < end:
+            late.append(f"session-{n}")
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert late == []
+    assert len(history.records()) == 24
+    assert len(synced) <= 24  # one fsync may serve several appends, never more than one each

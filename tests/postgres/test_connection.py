@@ -41,3 +41,29 @@ def test_urls_are_shown_without_their_password() -> None:
     assert safe_url("postgresql://db/x?password=s3&host=/tmp/y") == "postgresql://db/x?password=***&host=/tmp/y"
     assert password_in("postgresql://bob:s3cret@db/x")
     assert not password_in("postgresql://postgres:@/postgres?host=/tmp/x")  # pgserver's: an empty one
+
+
+@pytest.mark.postgres
+def test_a_worker_checks_a_databases_schema_once_and_a_command_on_every_connection(
+    pg_url, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reflection.postgres import connection
+
+    def connections(migrations: list[str]) -> None:
+        with Database(pg_url, setup=lambda conn: apply_schema(conn, "demo", migrations)) as db:
+            db.run(lambda conn: conn.execute("SELECT 1"))
+
+    connections(STEPS)
+    monkeypatch.setattr(connection, "_LEARNT", None)
+    connection.once_per_process()  # what `goldenloop worker` does
+    with pytest.raises(PostgresUnavailable):  # the first connection of this "worker" is checked
+        connections(STEPS[:1])
+    with Database(pg_url) as db:
+        db.run(lambda conn: conn.execute("UPDATE goldenloop_schema SET version = 1 WHERE component = 'demo'"))
+    connections(STEPS[:1])  # now it fits: checked once ...
+    with Database(pg_url) as db:
+        db.run(lambda conn: conn.execute("UPDATE goldenloop_schema SET version = 2 WHERE component = 'demo'"))
+    connections(STEPS[:1])  # ... and not again for the worker's next job
+    monkeypatch.setattr(connection, "_LEARNT", None)  # a command: every connection checks
+    with pytest.raises(PostgresUnavailable, match="newer than this goldenloop knows"):
+        connections(STEPS[:1])
