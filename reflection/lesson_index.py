@@ -482,7 +482,7 @@ class LessonIndex:
         seqs = set(similarity) | self._key_candidates(conn, query)
         if not seqs:
             return []
-        lessons = self._load(conn, seqs)
+        lessons = _load_lessons(conn, seqs)
         uses = self._uses_of(conn, [lesson.id for lesson in lessons.values()])
         now = datetime.now(UTC)
         ranked: list[RankedLesson] = []
@@ -528,14 +528,6 @@ class LessonIndex:
             )
             found.update(seq for (seq,) in rows)
         return found
-
-    @staticmethod
-    def _load(conn: sqlite3.Connection, seqs: Iterable[int]) -> dict[int, Lesson]:
-        rows = conn.execute(
-            "SELECT seq, body FROM lessons WHERE seq IN (SELECT value FROM json_each(?))",
-            (orjson.dumps(list(seqs)).decode(),),
-        )
-        return {seq: Lesson.from_json(body) for seq, body in rows}
 
     @staticmethod
     def _uses_of(conn: sqlite3.Connection, lesson_ids: list[str]) -> dict[str, tuple[int, int]]:
@@ -586,6 +578,14 @@ class LessonIndex:
         sql = "SELECT body FROM lessons WHERE lesson_id=? ORDER BY seq DESC LIMIT 1"
         row = self._guarded(lambda conn: conn.execute(sql, (lesson_id,)).fetchone())
         return Lesson.from_json(row[0]) if row else None
+
+
+def _load_lessons(conn: sqlite3.Connection, seqs: Iterable[int]) -> dict[int, Lesson]:
+    rows = conn.execute(
+        "SELECT seq, body FROM lessons WHERE seq IN (SELECT value FROM json_each(?))",
+        (orjson.dumps(list(seqs)).decode(),),
+    )
+    return {seq: Lesson.from_json(body) for seq, body in rows}
 
 
 def _selective_terms(conn: sqlite3.Connection, terms: list[str]) -> tuple[list[str], list[str]]:
