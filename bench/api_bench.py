@@ -17,7 +17,7 @@ servers, taking turns which goes first; the CPU of each server process (user + s
 /proc/<pid>/stat) over its batch, divided by the requests, gives a paired ratio per
 repeat; the medians are printed.
 
-    .venv/bin/python bench/api_bench.py [--requests 500] [--concurrency 16] [--repeats 5]
+    .venv/bin/python bench/api_bench.py [--requests 500] [--concurrency 16] [--repeats 5] [--memory on|off]
 """
 
 from __future__ import annotations
@@ -57,16 +57,19 @@ CONVERSATION = [
 ]
 
 
-def _serve(root: str, ports: Any) -> None:
+def _serve(root: str, to_memory: bool, ports: Any) -> None:
     """The child: uvicorn, one worker, heuristic only, on a port it tells the parent."""
     import uvicorn
+
+    from orchestrator.api.settings import ReflectConfig
 
     from orchestrator.api.server import server_config
     from orchestrator.commands.serve import listen
 
     listener = listen("127.0.0.1", 0, backlog=1024)
     ports.put(listener.getsockname()[1])
-    uvicorn.Server(server_config(ApiSettings(roots=(Path(root),)), log_level="warning")).run(sockets=[listener])
+    settings = ApiSettings(roots=(Path(root),), reflect=ReflectConfig(to_memory=to_memory))
+    uvicorn.Server(server_config(settings, log_level="warning")).run(sockets=[listener])
 
 
 def _serve_minimal(ports: Any) -> None:
@@ -177,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=500, help="requests per repeat")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight at once")
     parser.add_argument("--repeats", type=int, default=5, help="measured repeats (after one warm-up)")
+    parser.add_argument("--memory", choices=("on", "off"), default="on",
+                        help="REFLECT_TO_MEMORY of the server (default on, as served): each reflection "
+                             "also leaves a lesson in the project's memory")
     args = parser.parse_args(argv)
     ctx = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="api-bench-") as tmp:
@@ -184,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         project.mkdir()
         children, servers = [], {}
         try:
-            for name, target, extra in (("ours", _serve, (tmp,)), ("minimal", _serve_minimal, ())):
+            for name, target, extra in (("ours", _serve, (tmp, args.memory == "on")), ("minimal", _serve_minimal, ())):
                 ports = ctx.Queue()
                 child = ctx.Process(target=target, args=(*extra, ports), daemon=True)
                 child.start()
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nconcurrency {args.concurrency}, {args.requests} requests x {args.repeats} repeats, medians:")
     print(f"  {rate:,.0f} req/s   p50 {p50:.2f} ms   p99 {p99:.2f} ms")
     print(f"  server CPU per request {ours * 1000:.2f} ms, minimal Starlette endpoint {floor * 1000:.2f} ms")
-    print(f"  F5: ratio {ratio:.2f} (median of the paired ratios; target <= 5)")
+    print(f"  F5: ratio {ratio:.2f} (median of the paired ratios; target <= 5), lessons to memory {args.memory}")
     return 0
 
 

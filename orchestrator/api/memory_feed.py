@@ -45,16 +45,17 @@ class MemoryFeed:
         self.history = history
         self._store: ReflectionStore | None = None
         self._url: str | None = None
+        self._loaded: tuple[tuple[int, int, int] | None, ProjectConfig] | None = None
         self._lock = threading.Lock()
 
     def remember(self, reflected: Reflected) -> Remembered:
-        from orchestrator.config import ConfigError, load_config, memory_store_url
+        from orchestrator.config import ConfigError, memory_store_url
         from reflection.backends import REFLECTIONS
         from reflection.postgres.connection import PostgresUnavailable
         from reflection.reflect_memory import lesson_of
 
         try:
-            config = load_config(self.project).config
+            config = self._config()
             memory = config.memory
             url = memory_store_url(memory.store)
         except ConfigError:
@@ -72,6 +73,21 @@ class MemoryFeed:
         except (OSError, LockTimeout, PostgresUnavailable) as exc:
             return Remembered(None, f"the project's memory store could not be written: {type(exc).__name__}")
         return Remembered(lesson.id, f"kept as a {lesson.outcome} lesson in the project's memory")
+
+    def _config(self) -> ProjectConfig:
+        """project.json as loaded, read and checked again only when the file changed: a
+        reflection should not pay for validating a whole config it never changes."""
+        from orchestrator.config import config_path, load_config
+
+        try:
+            seen = config_path(self.project).stat()
+            key: tuple[int, int, int] | None = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
+        except FileNotFoundError:
+            key = None
+        with self._lock:
+            if self._loaded is None or self._loaded[0] != key:
+                self._loaded = (key, load_config(self.project).config)
+            return self._loaded[1]
 
     def _store_for(self, config: ProjectConfig, url: str | None) -> ReflectionStore:
         """The store `url` names (None: the JSONL files), reopened when project.json changed it."""
