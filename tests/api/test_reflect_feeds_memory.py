@@ -89,3 +89,22 @@ def test_a_linked_memory_file_is_never_written_through(serve: Serve, project: Pa
     answer = _reflect(serve, project, STUCK)
     assert answer["memory"]["lessonId"] is None and "symbolic link" in answer["memory"]["reason"]
     assert elsewhere.read_text() == ""
+
+
+def test_a_project_json_edited_while_the_server_runs_is_read_again(serve: Serve, root: Path) -> None:
+    repo = init_repo(root / "calc")
+
+    async def twice() -> list[dict]:
+        answers = []
+        async with serve() as client:
+            for n in (1, 2):
+                body = reflect_body(repo, f"session-{n}", conversation=STUCK, taskDescription="Fix add in calc.py")
+                answers.append((await client.post(REFLECT, json=body)).json())
+                (repo / ".openagents" / "project.json").write_text('{"reflexion": {"maxRetries": "many"}}')
+        return answers
+
+    kept, refused = anyio.run(twice)
+    assert kept["memory"]["reason"] == "kept as a partial lesson in the project's memory"
+    assert refused["memory"] == {"lessonId": None, "reason": "the project's .openagents/project.json cannot be used, "
+                                                             "so its memory was left alone"}
+    assert len(_records(repo)) == 1
