@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from reflection.lessons import Lesson, LessonQuery, RankedLesson, score_lesson
+from reflection.outcome_markdown import slug
 from reflection.store import ATTEMPT_KIND, ReflectionStore, record_kind
 from reflection.text import shorten
 
-__all__ = ["RecordRow", "attempt_bodies", "attempt_hits", "kind_of", "matching_ids", "row_of"]
+__all__ = ["RecordRow", "agent_is", "attempt_bodies", "attempt_hits", "kind_of", "matching_ids", "row_of"]
 
 TITLE_CHARS = 80
 
@@ -49,6 +50,12 @@ def row_of(body: dict[str, Any]) -> RecordRow:
         title, agent = str(body.get("title", "")), str(body.get("agent", ""))
     return RecordRow(created_at=str(body.get("createdAt", ""))[:10], kind=kind, task_id=str(body.get("taskId", "")),
                      agent=agent, title=shorten(" ".join(title.split()), TITLE_CHARS), id=str(body["id"]))
+
+
+def agent_is(row: RecordRow, wanted: str) -> bool:
+    """Whether `wanted` names the row's agent as listed, or as its pages' folder under
+    reflections/ (`fix_agent` and `fix-agent` alike); the records keep the name as written."""
+    return wanted == row.agent or wanted.rstrip("/") == slug(row.agent, "agent")
 
 
 def _raw(store: ReflectionStore) -> Iterator[tuple[dict[str, Any] | None, bool]]:

@@ -193,3 +193,21 @@ def test_show_takes_a_unique_start_of_an_id_and_prints_no_html_comment(project: 
     page = capsys.readouterr().out
     assert "<!--" not in page and "goldenloop-record" not in page
     assert page.rstrip().endswith("Always parse dates with their timezone.")
+
+
+def test_agent_is_found_by_the_name_listed_or_by_its_pages_folder(project: Path, capsys) -> None:
+    agents = {"R-7": "fix_agent", "R-8": "scripted/.openagents/script.json"}
+    store = project / ".openagents" / "memory" / "reflections.jsonl"
+    with store.open("ab") as lines:
+        for n, agent in ((7, agents["R-7"]), (8, agents["R-8"])):
+            lines.write(orjson.dumps(outcome_record(n, agent=agent)) + b"\n")
+    assert memory(project, "export", "--markdown") == 0
+    before = store.read_bytes()
+    folders = {p.name for p in (store.parent / "reflections").iterdir() if p.is_dir()}
+    assert folders == {"coder", "fix-agent", "scripted-openagents-script-json"}
+    capsys.readouterr()
+    for wanted, found in [("fix_agent", "R-7"), ("fix-agent", "R-7"), ("fix-agent/", "R-7"),
+                          ("scripted/.openagents/script.json", "R-8"), ("scripted-openagents-script-json", "R-8")]:
+        assert memory(project, "list", "--agent", wanted, "--json") == 0
+        assert [(r["id"], r["agent"]) for r in json.loads(capsys.readouterr().out)] == [(found, agents[found])]
+    assert store.read_bytes() == before  # the records keep the name as written

@@ -32,7 +32,7 @@ from reflection.lessons import LessonRanker, RankedLesson
 from reflection.outcome import OutcomeReflection
 from reflection.outcome_markdown import MARKER, to_markdown, write_markdown_view
 from reflection.postgres.connection import PostgresUnavailable, first_line, is_postgres_url
-from reflection.record_view import attempt_bodies, attempt_hits, matching_ids, row_of
+from reflection.record_view import agent_is, attempt_bodies, attempt_hits, matching_ids, row_of
 from reflection.retention import archive_outcomes
 from reflection.rules import read_rules
 from reflection.store import ATTEMPT_KIND, JsonlReflectionStore, ReflectionStore, record_created_at
@@ -144,7 +144,7 @@ def _list(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> in
             found += attempt_bodies(store, archived=args.archived)
     rows = [(body, row_of(body)) for body in found]
     rows = [(body, row) for body, row in rows
-            if args.kind in (None, row.kind) and (args.agent is None or row.agent == args.agent)]
+            if args.kind in (None, row.kind) and (args.agent is None or agent_is(row, args.agent))]
     rows.sort(key=lambda item: record_created_at(item[0]) or _OLDEST, reverse=True)
     rows = rows[: args.limit]
 
