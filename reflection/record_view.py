@@ -86,7 +86,7 @@ def matching_ids(store: ReflectionStore, prefix: str) -> list[str]:
 def attempt_hits(store: ReflectionStore, text: str, limit: int) -> list[RankedLesson]:
     """The live attempt reflections that fit a free-text query, scored as lessons are
     (the same tools, words and files), best first."""
-    query = LessonQuery(text=text)
+    query = LessonQuery(text=text, by_person=True)
     ranked: list[RankedLesson] = []
     for body in attempt_bodies(store, archived=False):
         lesson = Lesson.from_record(body)

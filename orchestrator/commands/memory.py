@@ -237,7 +237,7 @@ def _search(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> 
 
     def table() -> str:
         if not ranked:
-            return "no lesson matches"
+            return "no reflection matches" if args.kind == ATTEMPT_KIND else "no lesson matches"
         return "\n".join(f"{r.score:6.3f}  {r.lesson.kind:<8} {_task_of(r):<10} {r.lesson.text}  [{r.lesson.id}]"
                           for r in ranked)
 
