@@ -231,3 +231,10 @@ def test_the_loops_own_relevance_still_wants_two_shared_words() -> None:
 
     assert word_weight(1, 3) == 0.0  # one shared word of a task's three is no relevance
     assert word_weight(1, 3, any_word=True) > 0.0
+
+
+@pytest.mark.parametrize("given", ["", "  "])
+def test_show_without_an_id_is_a_usage_error(project: Path, capsys, given: str) -> None:
+    assert memory(project, "show", given) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "goldenloop memory: show needs an id or the start of one (memory list shows them)"

@@ -161,6 +161,8 @@ def _list(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> in
 
 def _show(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
     """One reflection by its id or a unique start of it; an outcome as its page for people."""
+    if not args.id.strip():  # an empty start would match every id
+        raise MemoryCommandError("show needs an id or the start of one (memory list shows them)")
     with _store(layout, config) as store:
         body = store.find(args.id) or _by_prefix(store, args.id)
     if body is None:
