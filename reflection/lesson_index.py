@@ -475,7 +475,7 @@ class LessonIndex:
 
     def search(self, text: str, limit: int = 10) -> list[RankedLesson]:
         """The same ranking for a free-text query (the `memory search` command)."""
-        return self.rank(LessonQuery(text=text), limit)
+        return self.rank(LessonQuery(text=text, by_person=True), limit)
 
     def _rank(self, conn: sqlite3.Connection, query: LessonQuery, limit: int) -> list[RankedLesson]:
         similarity = self._text_similarity(conn, query)

@@ -213,6 +213,7 @@ class LessonQuery:
     error_signatures: tuple[str, ...] = ()
     exclude_task_id: str | None = None  # the asking task: its own lessons are in its retries already
     tools: tuple[str, ...] | None = None  # None: the tools and APIs `text` names
+    by_person: bool = False  # `memory search`: any shared word counts, more rank higher
 
     def __post_init__(self) -> None:
         if self.tools is None:
@@ -296,7 +297,8 @@ def score_lesson(
     signature = float(bool(lesson.error_signature) and lesson.error_signature in query.error_signatures)
     asked = query_stems(query.text)
     words = shared_count(lesson.search_text, asked) if lexical and text_similarity > 0 else 0
-    text = min(max(text_similarity, 0.0), 1.0) * (word_weight(words, len(asked)) if lexical else 1.0)
+    text = min(max(text_similarity, 0.0), 1.0) * (word_weight(words, len(asked), any_word=query.by_person)
+                                                   if lexical else 1.0)
     relevance = TASK_TYPE * task_type + TOOLS * tools + SIGNATURE * signature + FILES * files + TEXT * text
     if relevance <= 0.0:
         return None
@@ -326,11 +328,13 @@ def same_task_type(lesson_type: str | None, query_type: str | None) -> float:
     return float(wanted not in GENERIC_TYPES and (lesson_type or "").strip().lower() == wanted)
 
 
-def word_weight(shared: int, asked: int) -> float:
+def word_weight(shared: int, asked: int, *, any_word: bool = False) -> float:
     """How much text similarity counts when the texts share `shared` of the `asked`
     distinctive words of the query: nothing below TEXT_MIN_WORDS (one word of a query of
-    one or two, as a person searching types), in full from TEXT_FULL_WORDS (or all of them)."""
-    if asked == 0 or shared < min(TEXT_MIN_WORDS, max(1, asked - 1)):
+    one or two), in full from TEXT_FULL_WORDS (or all of them). A person searching
+    (`any_word`) finds a lesson by any one word; more shared words rank it higher."""
+    least = 1 if any_word else min(TEXT_MIN_WORDS, max(1, asked - 1))
+    if asked == 0 or shared < least:
         return 0.0
     return min(1.0, shared / min(TEXT_FULL_WORDS, asked))
 

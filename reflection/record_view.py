@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from reflection.lessons import Lesson, LessonQuery, RankedLesson, score_lesson
+from reflection.outcome_markdown import slug
 from reflection.store import ATTEMPT_KIND, ReflectionStore, record_kind
 from reflection.text import shorten
 
-__all__ = ["RecordRow", "attempt_bodies", "attempt_hits", "kind_of", "matching_ids", "row_of"]
+__all__ = ["RecordRow", "agent_is", "attempt_bodies", "attempt_hits", "kind_of", "matching_ids", "row_of"]
 
 TITLE_CHARS = 80
 
@@ -51,6 +52,12 @@ def row_of(body: dict[str, Any]) -> RecordRow:
                      agent=agent, title=shorten(" ".join(title.split()), TITLE_CHARS), id=str(body["id"]))
 
 
+def agent_is(row: RecordRow, wanted: str) -> bool:
+    """Whether `wanted` names the row's agent as listed, or as its pages' folder under
+    reflections/ (`fix_agent` and `fix-agent` alike); the records keep the name as written."""
+    return wanted == row.agent or wanted.rstrip("/") == slug(row.agent, "agent")
+
+
 def _raw(store: ReflectionStore) -> Iterator[tuple[dict[str, Any] | None, bool]]:
     """(body, archived) of every line the store holds, where it can say (both backends can)."""
     raw = getattr(store, "raw_records", None)
@@ -79,7 +86,7 @@ def matching_ids(store: ReflectionStore, prefix: str) -> list[str]:
 def attempt_hits(store: ReflectionStore, text: str, limit: int) -> list[RankedLesson]:
     """The live attempt reflections that fit a free-text query, scored as lessons are
     (the same tools, words and files), best first."""
-    query = LessonQuery(text=text)
+    query = LessonQuery(text=text, by_person=True)
     ranked: list[RankedLesson] = []
     for body in attempt_bodies(store, archived=False):
         lesson = Lesson.from_record(body)

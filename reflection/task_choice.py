@@ -52,6 +52,15 @@ def load_named(spec: str) -> Any:
     return found
 
 
+def check_named(spec: str | None) -> None:
+    """That a `module:attribute` name imports and names a class or function, without making
+    it (a run whose task reflection cannot run checks the names all the same)."""
+    if spec is not None and NAMED.match(spec):
+        found = load_named(spec)
+        if not callable(found):
+            raise TaskChoiceError(f"{spec!r} names {type(found).__name__}, not a class or function")
+
+
 def custom_store(spec: str) -> TaskReflectionStore:
     """The project's own store: `spec`'s class or factory called with no argument."""
     from reflection.task_store import TaskReflectionStore

@@ -180,7 +180,7 @@ def test_search_finds_attempt_reflections_too_and_filters_by_kind(project: Path,
     assert memory(project, "search", "off by one in the loop", "--json") == 0
     assert [(hit["id"], hit["kind"]) for hit in json.loads(capsys.readouterr().out)] == [("A-1", "attempt")]
     assert memory(project, "search", "timezone of ISO dates", "--kind", "attempt") == 0
-    assert capsys.readouterr().out.strip() == "no lesson matches"
+    assert capsys.readouterr().out.strip() == "no reflection matches"  # it searched attempt reflections
 
 
 def test_show_takes_a_unique_start_of_an_id_and_prints_no_html_comment(project: Path, capsys) -> None:
@@ -193,3 +193,48 @@ def test_show_takes_a_unique_start_of_an_id_and_prints_no_html_comment(project: 
     page = capsys.readouterr().out
     assert "<!--" not in page and "goldenloop-record" not in page
     assert page.rstrip().endswith("Always parse dates with their timezone.")
+
+
+def test_agent_is_found_by_the_name_listed_or_by_its_pages_folder(project: Path, capsys) -> None:
+    agents = {"R-7": "fix_agent", "R-8": "scripted/.openagents/script.json"}
+    store = project / ".openagents" / "memory" / "reflections.jsonl"
+    with store.open("ab") as lines:
+        for n, agent in ((7, agents["R-7"]), (8, agents["R-8"])):
+            lines.write(orjson.dumps(outcome_record(n, agent=agent)) + b"\n")
+    assert memory(project, "export", "--markdown") == 0
+    before = store.read_bytes()
+    folders = {p.name for p in (store.parent / "reflections").iterdir() if p.is_dir()}
+    assert folders == {"coder", "fix-agent", "scripted-openagents-script-json"}
+    capsys.readouterr()
+    for wanted, found in [("fix_agent", "R-7"), ("fix-agent", "R-7"), ("fix-agent/", "R-7"),
+                          ("scripted/.openagents/script.json", "R-8"), ("scripted-openagents-script-json", "R-8")]:
+        assert memory(project, "list", "--agent", wanted, "--json") == 0
+        assert [(r["id"], r["agent"]) for r in json.loads(capsys.readouterr().out)] == [(found, agents[found])]
+    assert store.read_bytes() == before  # the records keep the name as written
+
+
+def test_a_persons_search_ranks_by_how_many_words_match_and_needs_only_one(project: Path, capsys) -> None:
+    other = outcome_record(5, whatWentWrong="The timezone was lost.", whatToDoDifferently="Keep it.",
+                           tacticalRule="", title="report 5")
+    with (project / ".openagents" / "memory" / "reflections.jsonl").open("ab") as lines:
+        lines.write(orjson.dumps(other) + b"\n")
+    for words in ("timezone", "dropped timezone", "dropped timezone kubernetes", "dropped timezone kubernetes helm"):
+        assert memory(project, "search", words, "--json") == 0
+        found = json.loads(capsys.readouterr().out)
+        assert {hit["id"] for hit in found} == {"R-0", "R-1", "R-2", "R-5"}, words
+    assert found[-1]["id"] == "R-5"  # one word of four shared: last
+    assert [hit["why"]["shared_words"] for hit in found] == [2, 2, 2, 1]
+
+
+def test_the_loops_own_relevance_still_wants_two_shared_words() -> None:
+    from reflection.lessons import word_weight
+
+    assert word_weight(1, 3) == 0.0  # one shared word of a task's three is no relevance
+    assert word_weight(1, 3, any_word=True) > 0.0
+
+
+@pytest.mark.parametrize("given", ["", "  "])
+def test_show_without_an_id_is_a_usage_error(project: Path, capsys, given: str) -> None:
+    assert memory(project, "show", given) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "goldenloop memory: show needs an id or the start of one (memory list shows them)"

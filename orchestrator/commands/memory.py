@@ -32,7 +32,7 @@ from reflection.lessons import LessonRanker, RankedLesson
 from reflection.outcome import OutcomeReflection
 from reflection.outcome_markdown import MARKER, to_markdown, write_markdown_view
 from reflection.postgres.connection import PostgresUnavailable, first_line, is_postgres_url
-from reflection.record_view import attempt_bodies, attempt_hits, matching_ids, row_of
+from reflection.record_view import agent_is, attempt_bodies, attempt_hits, matching_ids, row_of
 from reflection.retention import archive_outcomes
 from reflection.rules import read_rules
 from reflection.store import ATTEMPT_KIND, JsonlReflectionStore, ReflectionStore, record_created_at
@@ -144,7 +144,7 @@ def _list(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> in
             found += attempt_bodies(store, archived=args.archived)
     rows = [(body, row_of(body)) for body in found]
     rows = [(body, row) for body, row in rows
-            if args.kind in (None, row.kind) and (args.agent is None or row.agent == args.agent)]
+            if args.kind in (None, row.kind) and (args.agent is None or agent_is(row, args.agent))]
     rows.sort(key=lambda item: record_created_at(item[0]) or _OLDEST, reverse=True)
     rows = rows[: args.limit]
 
@@ -161,6 +161,8 @@ def _list(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> in
 
 def _show(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
     """One reflection by its id or a unique start of it; an outcome as its page for people."""
+    if not args.id.strip():  # an empty start would match every id
+        raise MemoryCommandError("show needs an id or the start of one (memory list shows them)")
     with _store(layout, config) as store:
         body = store.find(args.id) or _by_prefix(store, args.id)
     if body is None:
@@ -237,7 +239,7 @@ def _search(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> 
 
     def table() -> str:
         if not ranked:
-            return "no lesson matches"
+            return "no reflection matches" if args.kind == ATTEMPT_KIND else "no lesson matches"
         return "\n".join(f"{r.score:6.3f}  {r.lesson.kind:<8} {_task_of(r):<10} {r.lesson.text}  [{r.lesson.id}]"
                           for r in ranked)
 

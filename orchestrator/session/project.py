@@ -111,6 +111,10 @@ class ProjectSession:
             self.wiring.project_memory()  # an unreachable shared memory stops the run here, not mid-task
         if self.config.task_reflection_on:
             self.wiring.task_reflector()  # so do a task notes' store or strategy that cannot be made
+        elif self.config.memory.task_reflection:
+            self.wiring.check_task_choice()
+            self.notices.append("memory.taskReflection is on but no task notes will be written: "
+                                "they need a model (reflexion.enabled and reflexion.useLLM)")
         prune_memory(self.project_dir, self.config, self.wiring.memory_url, self.wiring.opened_memory,
                      self.notices)
 

@@ -145,14 +145,30 @@ class Wiring:
                 key = project_key(c, self.project_dir) if self.memory_url else ""
                 self._notes = open_task_store(c.memory.task_reflection_store, self.memory_url,
                                               Layout(self.project_dir).reflections.parent, project=key)
+        except TaskChoiceError as exc:
+            raise UserError(f"{exc} (memory.taskReflectionStore)") from None
+        except PostgresUnavailable as exc:
+            raise MemoryUnavailable(f"{exc} (memory.store)") from None
+        try:
             strategy = open_task_strategy(c.memory.task_reflection_strategy,
                                           model or self.base_model(c.reflection_model),
                                           timeout_s=c.reflection_timeout_s, template=c.memory.task_reflection_prompt)
         except TaskChoiceError as exc:
-            raise UserError(f"{exc} (memory.taskReflectionStore / taskReflectionStrategy)") from None
-        except PostgresUnavailable as exc:
-            raise MemoryUnavailable(f"{exc} (memory.store)") from None
+            raise UserError(f"{exc} (memory.taskReflectionStrategy)") from None
         return TaskReflector(self._notes, strategy)
+
+    def check_task_choice(self) -> None:
+        """memory.taskReflection on but no model to reflect: the names project.json gives
+        are checked all the same, so a wrong one stops the run (exit 2) whatever useLLM says."""
+        from reflection.task_choice import TaskChoiceError, check_named
+
+        m = self.config.memory
+        for key, spec in (("memory.taskReflectionStore", m.task_reflection_store),
+                          ("memory.taskReflectionStrategy", m.task_reflection_strategy)):
+            try:
+                check_named(spec)
+            except TaskChoiceError as exc:
+                raise UserError(f"{exc} ({key})") from None
 
     def _review_gate(self, metered: Callable[[str, str], ChatModel], repo: Repo) -> ReviewGate:
         """The review of passing attempts (review.enabled): the review model, the project's criteria."""

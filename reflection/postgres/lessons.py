@@ -218,7 +218,7 @@ class PostgresLessonIndex:
         return chosen
 
     def search(self, text: str, limit: int = 10) -> list[RankedLesson]:
-        return self.rank(LessonQuery(text=text), limit)
+        return self.rank(LessonQuery(text=text, by_person=True), limit)
 
     def record_use(self, lesson_ids: Iterable[str], *, task_id: str, attempt: int, passed: bool) -> None:
         ids = list(dict.fromkeys(lesson_ids))

@@ -87,6 +87,35 @@ def test_a_store_or_strategy_that_cannot_be_used_is_one_sentence_and_exit_2(
     assert said in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("choice", "key", "other"), [
+    ({"taskReflectionStore": "nosuch.mod:Store"}, "(memory.taskReflectionStore)", "taskReflectionStrategy"),
+    ({"taskReflectionStrategy": "nosuch.mod:Notes"}, "(memory.taskReflectionStrategy)", "taskReflectionStore"),
+])
+def test_without_a_model_the_names_are_checked_all_the_same_and_the_wrong_key_named(
+    git_repo: Path, capsys: pytest.CaptureFixture[str], choice: dict, key: str, other: str
+) -> None:
+    config = {**memory(**choice), "reflexion": {"useLLM": False}}
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}], config=config)
+
+    assert do_one_task(repo) == 2
+
+    err = capsys.readouterr().err
+    assert "cannot import nosuch.mod" in err and key in err and other not in err
+    assert "Traceback" not in err
+
+
+def test_task_reflection_that_cannot_run_says_why_once(git_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = {**memory(), "reflexion": {"useLLM": False}}
+    repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}], config=config)
+
+    assert do_one_task(repo) == 0
+
+    out = capsys.readouterr()
+    said = (out.out + out.err).count("memory.taskReflection is on but no task notes will be written")
+    assert said == 1
+    assert not events_of(repo, "task_reflected", "T-1")
+
+
 @pytest.mark.postgres
 def test_with_a_shared_memory_the_notes_live_in_the_database_and_reach_a_fresh_clone(
     git_repo: Path, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
