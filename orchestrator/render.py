@@ -151,6 +151,10 @@ class HumanLines:
     def _rolled_back(self, e: Event) -> str:
         return f"    rolled back to attempt {e.get('toAttempt')}'s tree (the best so far)"
 
+    def _fresh_retry(self, e: Event) -> str:
+        return (f"    fresh sample {e.get('sample')} of {e.get('of')} (retry.fresh): from the subtask's start, "
+                "told nothing of the earlier samples")
+
     def _tree_search(self, e: Event) -> str:
         to = e.get("startsFrom")
         where = f"attempt {to}'s tree" if to else "the subtask's start"
