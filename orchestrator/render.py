@@ -158,7 +158,12 @@ class HumanLines:
     def _tree_search(self, e: Event) -> str:
         to = e.get("startsFrom")
         where = f"attempt {to}'s tree" if to else "the subtask's start"
-        how = "another candidate from" if e.get("next") == "sibling" else "expanding the best candidate,"
+        if e.get("next") == "sibling":
+            how = "another candidate from"
+        elif e.get("noneScored") and to:
+            how = "no candidate passed any test; expanding the latest,"
+        else:
+            how = "expanding the best candidate,"
         return f"    tree search: {how} {where}"
 
     def _attempt_undone(self, e: Event) -> str:
