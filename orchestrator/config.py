@@ -220,6 +220,13 @@ class RetryConfig(_ConfigModel):
     tree_width: int = Field(default=2, ge=2, le=4)
     tree_depth: int = Field(default=2, ge=1, le=4)
 
+    @model_validator(mode="after")
+    def _one_way_to_retry(self) -> Self:
+        if self.strategy == "tree" and self.fresh:  # one would silently override the other
+            raise ValueError('retry.strategy "tree" and retry.fresh cannot both be set: the tree search builds '
+                             "on failed candidates, fresh samples start over each time; choose one")
+        return self
+
 
 class KnownFailure(_ConfigModel):
     """A failing test the user accepts: it never keeps a task from closing (see checks/waivers.py)."""
@@ -458,9 +465,10 @@ class ProjectConfig(_ConfigModel):
 
     @model_validator(mode="after")
     def _fresh_retries_sample(self) -> Self:
-        if self.retry.fresh and self.model_temperature == 0:
-            raise ValueError("retry.fresh draws every retry anew, and at modelTemperature 0 (greedy) each one "
-                             "repeats the first attempt; set modelTemperature above 0, e.g. 0.8")
+        # only the builtin executor samples at modelTemperature; an agent command has its own
+        if self.retry.fresh and self.model_temperature == 0 and self.executor.kind == "builtin":
+            raise ValueError("retry.fresh draws every retry anew, and with the builtin executor at modelTemperature "
+                             "0 (greedy) each one repeats the first attempt; set modelTemperature above 0, e.g. 0.8")
         return self
 
     @model_validator(mode="after")

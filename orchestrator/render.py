@@ -151,10 +151,19 @@ class HumanLines:
     def _rolled_back(self, e: Event) -> str:
         return f"    rolled back to attempt {e.get('toAttempt')}'s tree (the best so far)"
 
+    def _fresh_retry(self, e: Event) -> str:
+        return (f"    fresh sample {e.get('sample')} of {e.get('of')} (retry.fresh): from the subtask's start, "
+                "told nothing of the earlier samples")
+
     def _tree_search(self, e: Event) -> str:
         to = e.get("startsFrom")
         where = f"attempt {to}'s tree" if to else "the subtask's start"
-        how = "another candidate from" if e.get("next") == "sibling" else "expanding the best candidate,"
+        if e.get("next") == "sibling":
+            how = "another candidate from"
+        elif e.get("noneScored") and to:
+            how = "no candidate passed any test; expanding the latest,"
+        else:
+            how = "expanding the best candidate,"
         return f"    tree search: {how} {where}"
 
     def _attempt_undone(self, e: Event) -> str:

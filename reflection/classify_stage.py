@@ -13,14 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from reflection.schema import FailureCategory, FailureContext, FailureType, ReflectionDraft
-from reflection.text import joined_lines
+from reflection.redact import redact
+from reflection.text import error_gist
 
 REASON_CHARS = 300  # of the reason quoted in the analysis; the draft is clamped again
+# What went wrong is at the reason's end as often as at its start (an agent's traceback
+# ends with its exception), so the quote keeps both, redacted before it is cut.
 
 
 def classify_stage(ctx: FailureContext) -> ReflectionDraft:
     """The heuristic reflection for a failure outside the checks (`ctx.stage` not verify or edit)."""
-    reason = joined_lines(ctx.digest)[:REASON_CHARS].rstrip(" .")
+    reason = error_gist(redact(ctx.digest), REASON_CHARS).rstrip(" .")
     return _STAGES.get(ctx.stage, _agent)(ctx, reason)
 
 

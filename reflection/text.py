@@ -41,6 +41,42 @@ def _placeholder_around(text: str, cut: int) -> tuple[int, int] | None:
     return (start, end) if end > cut else None
 
 
+def error_gist(text: str, limit: int) -> str:
+    """An error on one line within `limit`, keeping what says what went wrong: a
+    traceback's exception line(s) at its end (its innermost frame too if there is room)
+    after the head, anything else its head and tail around an ellipsis (`clip_middle`).
+    Redact `text` first: a secret cut in half is no longer recognised."""
+    whole = joined_lines(text)
+    end = _traceback_end(text.splitlines())
+    if len(whole) <= limit or not end:
+        return clip_middle(whole, limit)
+    frame, exception = end
+    tail = joined_lines("\n".join(frame))
+    if len(tail) > (limit * 2) // 3:
+        tail = joined_lines(exception)
+    head = whole[: max(limit - len(tail) - 3, 0)].rstrip()
+    return f"{head} … {tail}"[-limit:] if head else tail[-limit:]
+
+
+def _traceback_end(lines: list[str]) -> tuple[list[str], str] | None:
+    """(innermost frame and exception lines, the exception lines) of the last Python
+    traceback in `lines`, or None when there is none. The exception lines are the
+    unindented ones after its last `File "..."` line."""
+    starts = [i for i, line in enumerate(lines) if line.strip().startswith("Traceback (most recent call last)")]
+    if not starts:
+        return None
+    body = [line for line in lines[starts[-1] + 1 :] if line.strip() and set(line.strip()) - set("^~ ")]
+    frames = [i for i, line in enumerate(body) if line.strip().startswith('File "')]
+    if not frames:
+        return None
+    after = body[frames[-1] + 1 :]
+    first = next((i for i, line in enumerate(after) if not line[:1].isspace()), len(after))
+    exception = "\n".join(after[first:])
+    if not exception:
+        return None
+    return body[frames[-1] :], exception
+
+
 def one_line(text: str, limit: int) -> str:
     """The lines joined into one (`joined_lines`), the middle clipped out of anything too long."""
     return clip_middle(joined_lines(text), limit)

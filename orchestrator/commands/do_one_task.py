@@ -85,10 +85,13 @@ def _print_outcome(outcome: TaskOutcome, session: ProjectSession, json_mode: boo
     if json_mode:
         JsonLines()({"event": "summary", **fields})
         return
+    reflected = f"{outcome.reflections} reflection(s)"
+    if session.config.retry.fresh and not outcome.reflections:
+        reflected = "retries were fresh samples (retry.fresh): no reflections"
     verb = {"closed": "done", "blocked": "escalated", "model_unavailable": "stopped"}.get(outcome.status, outcome.status)
     print(
-        f"\n{outcome.task_id} {verb}: {outcome.attempts} attempt(s), {outcome.reflections} "
-        f"reflection(s), {len(outcome.commits)} commit(s), {m.calls} model call(s), "
+        f"\n{outcome.task_id} {verb}: {outcome.attempts} attempt(s), {reflected}, "
+        f"{len(outcome.commits)} commit(s), {m.calls} model call(s), "
         f"{m.input_tokens} tokens in, {m.output_tokens} out, cost {m.cost_text()}, {outcome.duration_s:.1f} s"
     )
     if outcome.status != "closed":

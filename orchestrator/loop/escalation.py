@@ -56,6 +56,7 @@ def write_packet(
     reflections: Sequence[Reflection],
     meter: Meter,
     stop_reason: str = "max_retries",
+    fresh: bool = False,
 ) -> Path:
     folder = Layout(project_dir).escalations
     name = safe_name(task.id)
@@ -63,7 +64,7 @@ def write_packet(
     best = best_attempt(snapshots)
     if best is not None:
         atomic_write(patch, redact(best.diff).encode())
-    text = _markdown(task, subtask, snapshots, reflections, meter, best, patch, stop_reason)
+    text = _markdown(task, subtask, snapshots, reflections, meter, best, patch, stop_reason, fresh)
     atomic_write(packet, redact(text).encode())
     return packet
 
@@ -77,6 +78,7 @@ def _markdown(
     best: AttemptSnapshot | None,
     patch: Path,
     stop_reason: str,
+    fresh: bool,
 ) -> str:
     lines = [
         f"# Escalation: {task.id} — {task.title}",
@@ -90,8 +92,9 @@ def _markdown(
         "",
         "## What the reflections concluded (newest first)",
     ]
-    if not reflections:
-        lines.append("- (reflexion was off, or no reflection was written)")
+    if not reflections:  # retry.fresh's samples are told nothing, so none is reflected on
+        lines.append("- (retries were fresh samples (retry.fresh): no reflections)" if fresh
+                     else "- (reflexion was off, or no reflection was written)")
     for r in reflections:
         lines.append(f"- Attempt {r.attempt_number} [{r.category.value}]: {r.analysis}")
         lines.append(f"  Suggested: {r.suggestion}")

@@ -51,7 +51,7 @@ async def start_fresh(s: SubtaskState, a: Attempt) -> NoReturn:
     """Set a fresh retry up: the subtask's base tree and the first attempt's prompt."""
     await s.roll_back_to(None)
     s.start, s.last = None, None
-    s.event("fresh_retry", attempt=a.number)
+    s.event("fresh_retry", attempt=a.number, sample=a.number + 1, of=s.max_attempts)
     raise Retry
 
 
@@ -74,7 +74,7 @@ def _stop_reason(s: SubtaskState, judged: Judgement, decision: Decision | None) 
     """Why no retry follows this failed attempt, or None when one does."""
     if judged.escalate or decision is None:
         return StopReason.ENVIRONMENT
-    if s.search is not None:  # retry.strategy "tree": siblings are no sequence to converge
+    if not s.converges:  # tree siblings and fresh samples are no sequence to converge
         return None
     if decision.action == "stop" and s.attempt < s.max_attempts:
         return decision.reason or StopReason.PLATEAU
@@ -157,7 +157,7 @@ async def repeated(s: SubtaskState, a: Attempt, same_as: int, executed: Executio
         await s.search.restart(s)
     if same_as in e.scores:
         decision = s.track(dataclasses.replace(e.scores[same_as], number=n), always_log=True)
-        if decision.action == "stop" and n < s.max_attempts and s.search is None:
+        if decision.action == "stop" and n < s.max_attempts and s.converges:
             raise Escalate(decision.reason or StopReason.PLATEAU)
     s.last = LastAttempt(n, diff, e.failures[n], repeat_of=same_as)
     raise Retry

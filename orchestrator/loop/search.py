@@ -81,8 +81,10 @@ class TreeSearch:
         await s.roll_back_to(start.attempt)
         s.start, self.current = start.attempt, start
         kind = "sibling" if start is parent else "expand"
-        s.event("tree_search", attempt=number, score=round(node.score, 4), depth=node.depth,
-                parent=parent.attempt, next=kind, startsFrom=start.attempt, width=self.width, maxDepth=self.depth)
+        # with every score 0 the "best" is only the latest: the console must not call it best
+        unscored = all(n.score == 0 for n in self.nodes.values())
+        s.event("tree_search", attempt=number, score=round(node.score, 4), depth=node.depth, parent=parent.attempt,
+                next=kind, startsFrom=start.attempt, width=self.width, maxDepth=self.depth, noneScored=unscored)
         if start is parent or start.attempt is None:
             return LastAttempt(number, diff, failure, other_way_from=_from(start))
         return LastAttempt(start.attempt or number, start.diff, start.failure)

@@ -105,8 +105,16 @@ class SubtaskState:
         elif event is not None:
             self.event(event, attempt=self.attempt, toAttempt=attempt)
 
+    @property
+    def converges(self) -> bool:
+        """Whether the retries are a sequence the convergence rules judge: not the tree
+        search's siblings, not retry.fresh's independent samples."""
+        return self.search is None and not self.p.config.retry.fresh
+
     def track(self, score: AttemptScore, *, always_log: bool) -> Decision:
         decision = self.decision = self.tracker.record(score)
+        if not self.converges:  # a verdict nothing acts on must not be printed
+            return decision
         if always_log or decision.action != "continue" or decision.repeated_signature:
             self.event("progress", attempt=self.attempt, **decision.as_event())
         return decision

@@ -103,7 +103,7 @@ class SubtaskRun:
             except KeepBest as stop:
                 return await self.keep_best(stop.why)
         why = StopReason.MAX_RETRIES
-        if s.decision is not None and s.decision.action == "rollback" and s.search is None:
+        if s.decision is not None and s.decision.action == "rollback" and s.converges:
             why = StopReason.REGRESSION  # the last retry made things worse
         return await self.escalate(why)
 
@@ -154,7 +154,8 @@ class SubtaskRun:
             return await self.keep_best(f"the revision stopped ({why.value})")
         p, sub = s.p, s.subtask
         packet = write_packet(p.project_dir, s.task, sub, snapshots=s.earlier.snapshots,
-                              reflections=recalled(s, 10), meter=p.meter, stop_reason=why)
+                              reflections=recalled(s, 10), meter=p.meter, stop_reason=why,
+                              fresh=p.config.retry.fresh)
         restored = p.config.failure_cleanup == "restore"
         if restored:
             await s.tree.restore()

@@ -67,3 +67,42 @@ def test_fresh_retries_at_temperature_zero_are_refused_with_one_sentence() -> No
     with pytest.raises(ConfigError, match="retry.fresh draws every retry anew.*modelTemperature above 0"):
         check_config({"modelTemperature": 0, "retry": {"fresh": True}})
     assert check_config({"retry": {"fresh": True}}).retry.fresh  # the provider's default may sample
+
+
+def test_fresh_samples_are_not_stopped_as_a_plateau_and_are_called_samples_not_reflections(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fenced_abs = f"calc.py\n```python\n{CALC_ABS}```\n"
+    config = {"modelTemperature": 0.8, "retry": {"fresh": True}}  # the convergence stops left on
+    repo = make_project(git_repo, [{"match": TOLD_NOTHING, "reply": fenced_abs, "times": None}], config=config)
+
+    assert do_one_task(repo) == 1
+
+    assert [a["outcome"] for a in attempts(repo)] == ["failed"] * 4  # each sample independent: all 4 drawn
+    out = capsys.readouterr().out
+    assert "fresh sample 2 of 4" in out and "fresh sample 4 of 4" in out
+    assert "unlikely" not in out and "reflection did not help" not in out
+    assert "retries were fresh samples (retry.fresh): no reflections" in out
+    packet = (repo / ".openagents" / "escalations" / "T-1.md").read_text()
+    assert "retries were fresh samples (retry.fresh): no reflections" in packet
+    assert "reflexion was off" not in packet
+
+
+def test_the_tree_strategy_with_fresh_retries_stops_do_one_task_with_one_sentence(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(git_repo, [], config={"retry": {"strategy": "tree", "fresh": True}})
+
+    assert do_one_task(repo) == 2
+
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and err.count("\n") == 1
+    assert 'retry.strategy "tree" and retry.fresh cannot both be set' in err
+
+
+def test_fresh_retries_at_temperature_zero_are_accepted_for_an_agent_command() -> None:
+    agent = {"kind": "command", "command": "my-agent --prompt {prompt_file}"}
+    config = check_config({"modelTemperature": 0, "retry": {"fresh": True}, "executor": agent})
+    assert config.retry.fresh  # the agent samples at its own temperature
+    with pytest.raises(ConfigError, match="modelTemperature above 0"):
+        check_config({"modelTemperature": 0, "retry": {"fresh": True}, "executor": {"kind": "builtin"}})

@@ -113,3 +113,21 @@ def test_an_attempt_that_rewrites_its_judge_is_reflected_on_as_an_approach_error
     (why,) = reflection_lines(repo)
     assert why["category"] == "approach_error" and "changed what judges it" in why["analysis"]
     assert events_of(repo, "reflection")[0]["stage"] == "integrity"
+
+
+def test_a_crashed_agent_is_reflected_on_with_the_exception_its_traceback_ends_with(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text("import sys\nKEY = 'sk-proj-' + 'a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6'\n"
+                     "def deep(n):\n    return deep(n - 1) if n else open(sys.argv[1])\n"
+                     "print('working with', KEY)\ndeep(12)\n")
+    crash = {"executor": {"kind": "command", "command": f"{PY} {agent} --prompt {{prompt_file}}"}}
+    repo = make_project(git_repo, [], config={**HEURISTIC_ONE_TRY, **crash})
+
+    assert do_one_task(repo) == 1
+
+    (why,) = reflection_lines(repo)
+    assert "exited with code 1" in why["analysis"]
+    assert "FileNotFoundError: [Errno 2] No such file or directory: '--prompt'" in why["analysis"]
+    assert "a1B2c3D4e5F6" not in why["analysis"]

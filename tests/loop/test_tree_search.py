@@ -88,3 +88,18 @@ def test_a_strategy_that_does_not_exist_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(tmp_path, {})
     assert str(caught.value) == "project.json: retry.strategy must be one of 'linear' or 'tree' (got \"beam\")"
+
+
+def test_the_console_does_not_call_a_zero_score_best_nor_print_stops_the_search_ignores(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wrong = [CALC.replace("return a - b", f"return 'wrong {n}'").replace("a * b", "0") for n in range(4)]
+    replies = [REFLECT, *[{"match": "Task T-1", "reply": write_file("calc.py", v)} for v in wrong]]
+    repo = make_project(git_repo, replies, config=TREE)
+    assert do_one_task(repo) == 1
+    assert [e["score"] for e in events_of(repo, "tree_search")] == [0.0, 0.0, 0.0]
+    assert len(events_of(repo, "attempt_started")) == 4
+    out = capsys.readouterr().out
+    assert "tree search: no candidate passed any test; expanding the latest, attempt 2's tree" in out
+    assert "best candidate" not in out
+    assert "unlikely" not in out and "progress:" not in out
