@@ -12,9 +12,12 @@ import json
 import sys
 from pathlib import Path
 
-import litellm
 import pytest
-from litellm.integrations.custom_logger import CustomLogger
+
+from reflection.litellm_setup import load_litellm
+
+litellm = load_litellm()  # offline: the bundled price list, no download at import
+from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `bench` is not an installed package
