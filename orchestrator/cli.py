@@ -283,7 +283,8 @@ def serve_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="goldenloop serve",
         description="Serve the Reflect skill's REST API (docs/API.md). Environment: REFLECT_SKILL_ENABLED, "
-        "REFLECT_DEFAULT_CRITERIA, REFLECT_SUCCESS_THRESHOLD, REFLECT_MAX_REFLECTIONS, GOLDENLOOP_API_TOKEN.",
+        "REFLECT_DEFAULT_CRITERIA, REFLECT_SUCCESS_THRESHOLD, REFLECT_MAX_REFLECTIONS, REFLECT_TO_MEMORY, "
+        "GOLDENLOOP_API_TOKEN.",
         epilog="exit codes: 0 stopped, 2 usage or config error (nothing was served), 130 interrupted",
     )
     parser.add_argument("--host", default="127.0.0.1",
