@@ -146,6 +146,23 @@ def test_a_fix_that_leaves_a_failing_test_failing_blocks_the_task_and_commits_no
     assert [(t["outcome"], t["reason"]) for t in summary["tasks"]] == [("blocked", blocked["closeReason"])]
 
 
+@pytest.mark.parametrize("retry", [{"strategy": "tree"}, {"fresh": True}], ids=["tree search", "fresh samples"])
+def test_the_other_retry_strategies_never_close_the_task_on_wrong_fixes(git_repo: Path, retry: dict) -> None:
+    replies = [{"match": "Task T-1", "reply": STRIP, "times": 2}, {"match": "Task T-1", "reply": PARTIAL, "times": None}]
+    repo = textkit(git_repo, replies, retries=3, retry=retry)
+    head = git(repo, "rev-parse", "HEAD").strip()
+
+    assert do_one_task(repo) == 1
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+    committed = git(repo, "diff", "--name-only", head, "HEAD").split()
+    assert all(path.startswith(".openagents/") for path in committed)
+    assert (repo / "textkit" / "stats.py").read_text() == STATS
+    assert pytest_fails(repo) == [COLLAPSES, EMPTY]
+    steered = events_of(repo, "tree_search" if "strategy" in retry else "fresh_retry")
+    assert steered  # the retries went the strategy's way, and none of them closed the task
+
+
 def test_the_agent_is_told_which_tests_fail_before_and_a_retry_is_pointed_at_them(git_repo: Path) -> None:
     told = r"## Tests failing before any change\nThese tests fail on the repository as it is now: "
     retry = (r"Failing before the task too, and still failing: the task is done only when they pass "
