@@ -22,6 +22,9 @@ from projects import CALC, PY, REFLECTION, do_one_task, git, make_project, tasks
 
 from reflection.scripted import scripted_script
 
+NOTES_FILE = ".openagents/memory/task-reflections.json"
+NOTES = json.dumps({"refinedDescription": "Make add() in calc.py return a + b.",
+                    "observations": ["The test prints its connection settings when it fails."]})
 LEAKY_TEST = PRINT_SECRETS + '''
 from calc import add
 
@@ -69,3 +72,35 @@ def test_a_failing_test_that_prints_credentials_leaves_none_in_git_files_or_cons
     # The failure is still told, with the secrets' places marked.
     plan = json.loads(files["subtasks/T-1.json"])
     assert "cannot connect to postgresql://[REDACTED:" in plan["subtasks"][0]["lastFailureReason"]
+
+
+def test_a_task_that_closes_after_a_leaky_failure_commits_no_secret_in_its_notes_or_lessons(
+    git_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The task notes are committed now, and the outcome lesson is written from the task's
+    # story: both come after a failure whose output carried every secret.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    creds = tmp_path / "creds.json"
+    creds.write_text(json.dumps(SECRETS))
+    model = scripted_script([
+        trap(),
+        {"match": "Failure digest", "reply": REFLECTION, "times": None},
+        {"match": "refinedDescription", "reply": NOTES},  # the task notes' question, only once trap-free
+        {"reply": write_file("calc.py", CALC.replace("a - b", "abs(a + b)"))},
+        {"reply": write_file("calc.py", CALC.replace("a - b", "a + b")), "times": None},
+    ], dir=tmp_path)  # fmt: skip
+    repo = make_project(git_repo, [], files={"test_calc.py": LEAKY_TEST.format(creds=str(creds))}, config={
+        "defaultModel": model,
+        "testCommands": [f"{PY} -m pytest -q -p no:cacheprovider test_calc.py"],
+        "reflexion": {"maxRetries": 1, "useLLM": True},
+        "memory": {"taskReflection": True},
+    })  # fmt: skip
+
+    assert do_one_task(repo) == 0
+    console = "".join(capfd.readouterr())
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert git(repo, "ls-files", NOTES_FILE).strip() == NOTES_FILE  # the notes were written, and committed
+    assert leaking({"console": console}) == {}, console
+    assert leaking(files_under(repo / ".openagents")) == {}
+    assert leaking(git_objects(repo)) == {}
