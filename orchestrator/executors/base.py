@@ -22,6 +22,9 @@ class ExecutionRequest(BaseModel):
     attempt: int  # 1 for the first try
     # Files the loop thinks are relevant (e.g. changed by the last attempt), repo-relative.
     hint_paths: list[str] = Field(default_factory=list)
+    # The task's own words (title, description, criteria, the step): the files and code it
+    # names there say where the change goes, before anything the prompt adds. "": the prompt.
+    focus: str = ""
     # Sampling temperature for a model-backed executor; None: the model's default. The
     # loop raises it to ask again when a retry returned an earlier attempt's code.
     temperature: float | None = None

@@ -61,9 +61,9 @@ class BuiltinExecutor:
 
     async def execute(self, request: ExecutionRequest) -> ExecutionResult:
         context = await gather_context(
-            request.repo_dir, request.prompt, request.hint_paths, self.max_context_bytes
+            request.repo_dir, request.prompt, request.hint_paths, self.max_context_bytes, request.focus
         )
-        in_play = _in_play(request, context)
+        in_play = context.in_play
         target = _main_target(in_play)
         asked = self.formats.choose(_largest_lines(request.repo_dir, in_play))
         messages = build_messages(request.prompt, context, asked, target)
@@ -116,12 +116,6 @@ def _view(request: ExecutionRequest, context: RepoContext, in_play: list[str]) -
 def _editable(listed: list[str]) -> list[str]:
     """The files a reply may name: goldenloop's own state is not among them."""
     return [p for p in listed if not p.startswith(".openagents/")]
-
-
-def _in_play(request: ExecutionRequest, context: RepoContext) -> list[str]:
-    """The files this attempt is about: those the loop hinted at, then those the prompt names."""
-    listed = set(context.listed)
-    return list(dict.fromkeys(p for p in [*request.hint_paths, *context.mentioned] if p in listed))
 
 
 def _main_target(in_play: list[str]) -> str | None:

@@ -1,7 +1,8 @@
 """The files a model is shown: as many as fit a byte budget, the relevant ones first.
 
-Files the loop hinted at come first, then files the prompt names, then the other
-tracked text files, smallest first. Lock files, `.openagents/`, binary and non-UTF-8
+Files the loop hinted at come first, then files the prompt names, then files that
+define the code names it uses (`definers`), then the other tracked text files, smallest
+first. Lock files, `.openagents/`, binary and non-UTF-8
 files are never shown; everything shown is redacted.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import anyio
 
 from orchestrator.edits import EditError, safe_path
+from orchestrator.executors.definers import defining_files
 from reflection.redact import redact
 
 log = logging.getLogger("goldenloop.executors.context")
@@ -28,6 +30,7 @@ _LOCK_NAMES = frozenset(
     }
 )
 _PATH_TOKEN = re.compile(r"[\w./-]+")
+_LISTING = 4  # a line naming more files than this lists the repository (a repair hint), not the task's files
 
 
 @dataclass
@@ -38,7 +41,11 @@ class RepoContext:
     listed: list[str] = field(default_factory=list)
     files: list[tuple[str, str]] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
-    mentioned: list[str] = field(default_factory=list)  # listed files the prompt names
+    mentioned: list[str] = field(default_factory=list)  # listed files the task or the prompt names
+    defining: list[str] = field(default_factory=list)  # listed files defining code names the task uses
+    # What the attempt is about, most likely first: hinted, named by the task, defining its
+    # code names (when it names no file), named elsewhere in the prompt.
+    in_play: list[str] = field(default_factory=list)
 
 
 def file_section(path: str, text: str) -> str:
@@ -50,14 +57,19 @@ def file_section(path: str, text: str) -> str:
 
 
 async def gather_context(
-    repo_dir: Path, prompt: str, hint_paths: list[str], budget: int
+    repo_dir: Path, prompt: str, hint_paths: list[str], budget: int, focus: str = ""
 ) -> RepoContext:
-    """Choose the files to show the model, within `budget` bytes of (redacted) content."""
+    """Choose the files to show the model, within `budget` bytes of (redacted) content.
+    `focus`: the task's own words, read first for the files it is about (default: the prompt)."""
     listed = await list_files(repo_dir)
-    mentioned = _mentioned(prompt, listed)
-    ordered = _candidates(repo_dir, hint_paths, mentioned, listed)
-    context = await anyio.to_thread.run_sync(_read_within, repo_dir, ordered, budget)
-    context.listed, context.mentioned = listed, list(dict.fromkeys(mentioned))
+    focused = _mentioned(focus or prompt, listed)
+    defining = [] if hint_paths or focused else await anyio.to_thread.run_sync(
+        defining_files, repo_dir, focus or prompt, [n for n in listed if _eligible(n)])
+    mentioned = list(dict.fromkeys([*focused, *(_mentioned(prompt, listed) if focus else [])]))
+    known = set(listed)
+    in_play = list(dict.fromkeys(n for n in [*hint_paths, *focused, *defining, *mentioned] if n in known))
+    context = await anyio.to_thread.run_sync(_read_within, repo_dir, _candidates(repo_dir, in_play, listed), budget)
+    context.listed, context.mentioned, context.defining, context.in_play = listed, mentioned, defining, in_play
     return context
 
 
@@ -77,13 +89,13 @@ async def list_files(repo_dir: Path) -> list[str]:
     return list(dict.fromkeys(name for name in names if name))
 
 
-def _candidates(repo_dir: Path, hint_paths: list[str], mentioned: list[str], listed: list[str]) -> list[str]:
-    """Hinted files, then files the prompt names, then the rest smallest first; no repeats."""
+def _candidates(repo_dir: Path, first: list[str], listed: list[str]) -> list[str]:
+    """The files in play first, then the rest smallest first; no repeats."""
     rest = sorted(
         (name for name in listed if _eligible(name)), key=lambda name: (_size(repo_dir, name), name)
     )
     chosen: dict[str, None] = {}
-    for name in [*hint_paths, *mentioned, *rest]:
+    for name in [*first, *rest]:
         if _eligible(name):
             chosen.setdefault(name.removeprefix("./"), None)
     return list(chosen)
@@ -93,21 +105,28 @@ def _mentioned(prompt: str, listed: list[str]) -> list[str]:
     """Listed files the prompt names, in order of mention.
 
     A token names a file by its repo path, by a path ending in it (a diff's `a/src/x.py`,
-    an absolute path into the repository) or by a file name only one listed file has.
+    an absolute path into the repository) or by a file name only one listed file has. A
+    line naming more than a few files lists the repository (the retry's "the repository's
+    files are: ..."): it names none of them in particular.
     """
     by_path = set(listed)
     by_name: dict[str, list[str]] = {}
     for name in listed:
         by_name.setdefault(name.rsplit("/", 1)[-1], []).append(name)
     found: list[str] = []
-    for token in _PATH_TOKEN.findall(prompt):
-        token = token.removeprefix("./").rstrip(".")
-        match = _path_suffix(token, by_path)
-        if match is None and "." in token and len(by_name.get(token, [])) == 1:
-            match = by_name[token][0]
-        if match is not None:
-            found.append(match)
+    for line in prompt.splitlines():
+        named = [m for m in (_named(t, by_path, by_name) for t in _PATH_TOKEN.findall(line)) if m]
+        if len(set(named)) <= _LISTING:
+            found += named
     return found
+
+
+def _named(token: str, by_path: set[str], by_name: dict[str, list[str]]) -> str | None:
+    token = token.removeprefix("./").rstrip(".")
+    match = _path_suffix(token, by_path)
+    if match is None and "." in token and len(by_name.get(token, [])) == 1:
+        match = by_name[token][0]
+    return match
 
 
 def _path_suffix(token: str, paths: set[str]) -> str | None:

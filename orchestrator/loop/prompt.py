@@ -80,6 +80,16 @@ def attempt_prompt(
     return "\n\n".join(parts)
 
 
+def focus_text(task: Task, plan: SubtaskPlan, subtask: Subtask) -> str:
+    """The task's own words, where the files and code it is about are named: not the
+    lessons, reflections or failure output a prompt also carries."""
+    criteria = task.acceptance_criteria or []
+    parts = [task.title, task.description or "", *(criteria if isinstance(criteria, list) else [criteria])]
+    if len(plan.subtasks) > 1:
+        parts += [subtask.title, subtask.description]
+    return "\n".join(part for part in parts if part)
+
+
 def checks_block(commands: Sequence[str]) -> str:
     """For an agent that explores the repository itself: how its work will be judged."""
     if not commands:

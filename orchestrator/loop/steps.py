@@ -19,7 +19,7 @@ from orchestrator.checks.verify import Verdict, verify
 from orchestrator.executors import ExecutionRequest, ExecutionResult
 from orchestrator.loop.attempt import Attempt, Escalate, KeepBest, PutBack, Retry
 from orchestrator.loop.failure import fail, not_applied, repeated
-from orchestrator.loop.prompt import LastAttempt, start_over
+from orchestrator.loop.prompt import LastAttempt, focus_text, start_over
 from orchestrator.loop.reflecting import prompt_for, reflect_on, reflect_on_unapplied
 from orchestrator.loop.state import SubtaskState, task_text
 from reflection.llm import ModelError
@@ -49,7 +49,8 @@ def prepare(s: SubtaskState) -> Attempt:
     s.journal.remember_tree(p.repo.root, s.changed)  # the tree this attempt starts from
     prompt = prompt_for(s, s.last)
     s.event("attempt_started", attempt=s.attempt, of=s.max_attempts, promptChars=len(prompt))
-    request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=s.attempt, hint_paths=s.changed)
+    request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=s.attempt, hint_paths=s.changed,
+                               focus=focus_text(s.task, s.plan, s.subtask))
     return Attempt(s.attempt, request, spent, applying, started=time.monotonic(), patch=s.latest_patch)
 
 
