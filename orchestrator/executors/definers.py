@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")  # `f(`, not prose "copies (after"
 _DOTTED = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b")
 _CODE_LIKE = re.compile(r"\b([A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*)\b")  # snake_case, camelCase
 _SOURCE_SUFFIXES = frozenset(
