@@ -24,6 +24,7 @@ from orchestrator.edits.base import Edit, EditError
 from orchestrator.edits.paths import safe_path
 from orchestrator.edits.pymerge import merge_python
 from orchestrator.edits.search import replace_once
+from orchestrator.edits.unredact import refuse_leftovers, restore
 from reflection.text import clip_middle
 
 log = logging.getLogger("goldenloop.edits.apply")
@@ -93,7 +94,8 @@ def _plan(root: Path, edits: list[Edit]) -> dict[Path, _FileState]:
             target = safe_path(root, edit.path)
             state = files.get(target) or _load(root, target)
             files[target] = state
-            _apply_one(state, edit)
+            _apply_one(state, restore(edit, state.original))
+            refuse_leftovers(state.text, state.original)
         except EditError as exc:
             raise EditError(f"edit {number} for {_shown(edit.path)}: {exc}") from None
         except OSError as exc:  # reading or even asking about the path can fail
