@@ -2,10 +2,12 @@
 
 The resample mode gets the same attempt budget as reflexion (4); its attempts are cheaper
 (no diff, no failure output, no reflection call), so at equal attempts it also spends
-fewer tokens. For the other direction, each problem's resample run is cut, after the fact,
-at the tokens reflexion spent on that problem: an attempt counts only while the tokens
-spent up to its end stay within that budget. This is what a run capped at the budget
-would have scored, since a capped run stops at the first attempt it cannot pay for.
+fewer tokens. For the other direction, resampling is given reflexion's total tokens over
+the problems both ran, spent breadth-first as a budgeted run would: every problem's first
+sample, then a second sample for each problem still unsolved, and so on, in problem order,
+until the next sample no longer fits. (Cutting each problem at reflexion's tokens on that
+problem instead is unfair to sampling: a sampled first reply a few tokens longer than the
+greedy one would count as a failure.)
 """
 
 from __future__ import annotations
@@ -31,20 +33,25 @@ class Matched:
         return self.tokens / self.solved if self.solved else None
 
 
-def within(result: ProblemResult, budget: int) -> tuple[bool, int]:
-    """(passed within `budget` tokens, tokens spent up to where a capped run would stop)."""
-    spent = 0
-    for number, tokens in enumerate(result.attempt_tokens, start=1):
-        if spent + tokens > budget:
-            return False, spent
-        spent += tokens
-        if result.passed_at == number:
-            return True, spent
-    return False, spent
+def within_total(results: list[ProblemResult], budget: int) -> tuple[int, int]:
+    """(problems solved, tokens spent) when `budget` tokens are spent breadth-first."""
+    solved, spent = set(), 0
+    rounds = max((len(r.attempt_tokens) for r in results), default=0)
+    for number in range(1, rounds + 1):
+        for index, result in enumerate(results):
+            if index in solved or len(result.attempt_tokens) < number:
+                continue
+            cost = result.attempt_tokens[number - 1]
+            if spent + cost > budget:
+                return len(solved), spent
+            spent += cost
+            if result.passed_at == number:
+                solved.add(index)
+    return len(solved), spent
 
 
 def matched_rows(results: ResultFile) -> list[Matched]:
-    """reflexion, resample as run, and resample within reflexion's tokens per problem;
+    """reflexion, resample as run, and resample given reflexion's total tokens (breadth-first);
     empty unless the file holds both modes with a problem in common."""
     budget_mode, sampled_mode = results.modes.get(BUDGET_MODE), results.modes.get(SAMPLED_MODE)
     if budget_mode is None or sampled_mode is None:
@@ -52,14 +59,14 @@ def matched_rows(results: ResultFile) -> list[Matched]:
     both = [p for p in results.selection if p in budget_mode.problems and p in sampled_mode.problems]
     if not both:
         return []
-    budgets = {p: budget_mode.problems[p].tokens for p in both}
-    sampled = {p: sampled_mode.problems[p] for p in both}
-    capped = {p: within(sampled[p], budgets[p]) for p in both}
+    budget = sum(budget_mode.problems[p].tokens for p in both)
+    sampled = [sampled_mode.problems[p] for p in both]
+    capped_solved, capped_spent = within_total(sampled, budget)
     return [
         Matched(budget_mode.settings.label, len(both),
-                sum(budget_mode.problems[p].passed_at is not None for p in both), sum(budgets.values())),
+                sum(budget_mode.problems[p].passed_at is not None for p in both), budget),
         Matched(sampled_mode.settings.label, len(both),
-                sum(r.passed_at is not None for r in sampled.values()), sum(r.tokens for r in sampled.values())),
+                sum(r.passed_at is not None for r in sampled), sum(r.tokens for r in sampled)),
         Matched(f"{sampled_mode.settings.label}, within {budget_mode.settings.label}' tokens", len(both),
-                sum(ok for ok, _ in capped.values()), sum(spent for _, spent in capped.values())),
+                capped_solved, capped_spent),
     ]

@@ -146,9 +146,10 @@ def matched_section(results: ResultFile) -> list[str]:
     cells = [[r.label, f"{r.solved}/{r.problems}", f"{r.tokens:,}", per_solved(r.tokens_per_solved)] for r in rows]
     return [
         "## Repair against resampling at equal tokens",
-        ("Over the problems both modes finished. The last row cuts each problem's resample run at "
-         "the tokens reflexion spent on that problem (an attempt counts only if the tokens up to "
-         "its end fit), which is what a run capped at that budget would have scored:"),
+        ("Over the problems both modes finished. The last row gives resampling reflexion's total "
+         "tokens, spent breadth-first (every problem's first sample, then a second for those still "
+         "unsolved, ...) until the next sample does not fit: what a run with that budget would "
+         "have scored:"),
         table(["mode", "solved", "tokens", "tokens per solved"], cells),
     ]
 
