@@ -24,7 +24,7 @@ from typing import Any
 import git
 import orjson
 
-from bench.humaneval.modes import Mode
+from bench.humaneval.modes import RESAMPLE_TEMPERATURE, Mode
 from bench.humaneval.problems import Problem
 
 SOLUTION = "solution.py"
@@ -88,6 +88,7 @@ def project_config(
     reflection_timeout_s: float | None = None,
     edit_format: str = "auto",
     temperature: float | None = None,
+    resample_temperature: float = RESAMPLE_TEMPERATURE,
 ) -> dict[str, Any]:
     test = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider {TEST_FILE}"
     reflection_ms = round((reflection_timeout_s or model_timeout_s) * 1000)
@@ -96,7 +97,7 @@ def project_config(
         "defaultBranch": "main",
         "testCommands": [test],
         "defaultModel": model,
-        "modelTemperature": mode.temperature(temperature),
+        "modelTemperature": mode.temperature(temperature, resample_temperature),
         "decomposeMinChars": 0,  # one function: no planning call
         "reflexion": {
             "enabled": mode.reflexion, "maxRetries": mode.max_retries, "generationTimeoutMs": reflection_ms,

@@ -10,8 +10,9 @@ edits the test file is a failed attempt.
 `resample` is the baseline of Olausson et al.: the same attempt budget spent on fresh,
 independent samples (`retry.fresh`: the original tree, the first prompt, nothing about
 the failures), the first that passes the checks kept. It must sample: at temperature 0
-every draw is the first one, so it runs at RESAMPLE_TEMPERATURE unless told otherwise,
-and greedy resampling is refused.
+every draw is the first one, so it has a temperature of its own (`--resample-temperature`,
+RESAMPLE_TEMPERATURE by default; 0 is refused), and `--temperature` sets the other modes'.
+One run then holds greedy retries and sampled resampling side by side.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 MAX_ATTEMPTS = 4  # the table's columns: pass rate after attempt 1, 2, 3 and 4
-RESAMPLE_TEMPERATURE = 0.8  # resample's temperature when --temperature is not given
+RESAMPLE_TEMPERATURE = 0.8  # resample's temperature unless --resample-temperature says otherwise
 
 FIXED_TRIALS: dict[str, Any] = {
     "preflight": False,  # the stub fails by construction; nothing to learn from a baseline
@@ -54,9 +55,10 @@ class Mode(BaseModel):
     def max_attempts(self) -> int:
         return self.max_retries + 1
 
-    def temperature(self, asked: float | None) -> float | None:
-        """The sampling temperature this mode runs at, given --temperature (None: not given)."""
-        return RESAMPLE_TEMPERATURE if self.fresh and asked is None else asked
+    def temperature(self, asked: float | None, resample: float = RESAMPLE_TEMPERATURE) -> float | None:
+        """The sampling temperature this mode runs at: --resample-temperature for fresh samples,
+        --temperature (None: the provider's default) for the others."""
+        return resample if self.fresh else asked
 
 
 MODES: dict[str, Mode] = {
@@ -88,10 +90,10 @@ def parse_modes(text: str) -> list[Mode]:
     return [known[n] for n in dict.fromkeys(names)]
 
 
-def greedy_resampling(modes: list[Mode], temperature: float | None) -> str | None:
+def greedy_resampling(modes: list[Mode], resample_temperature: float) -> str | None:
     """Why these modes cannot run at this temperature, in one sentence; None if they can."""
-    if temperature == 0 and any(m.fresh for m in modes):
-        return ("--modes resample draws independent samples, and at --temperature 0 (greedy) every draw "
-                f"is the first attempt again: leave --temperature out (resample then uses {RESAMPLE_TEMPERATURE}) "
-                "or set it above 0")
+    if resample_temperature == 0 and any(m.fresh for m in modes):
+        return ("--modes resample draws independent samples, and at --resample-temperature 0 (greedy) every "
+                f"draw is the first attempt again: leave it out (resample then uses {RESAMPLE_TEMPERATURE}) or "
+                "set it above 0")
     return None

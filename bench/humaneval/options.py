@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.humaneval.modes import MODES, Mode
+from bench.humaneval.modes import MODES, RESAMPLE_TEMPERATURE, Mode
 from bench.humaneval.problems import Problem
 
 
@@ -21,7 +21,8 @@ class RunOptions:
     model_timeout_s: float = 120.0
     reflection_timeout_s: float | None = None  # None: model_timeout_s
     edit_format: str = "auto"
-    temperature: float | None = None  # None: the provider's default
+    temperature: float | None = None  # every mode but resample; None: the provider's default
+    resample_temperature: float = RESAMPLE_TEMPERATURE
 
     @property
     def reflection_seconds(self) -> float:

@@ -36,7 +36,16 @@ import anyio
 from bench.humaneval.build import build_repo, project_config
 from bench.humaneval.chart import write_html
 from bench.humaneval.control import run_control
-from bench.humaneval.modes import CONTROL, FIXED_TRIALS, MAX_ATTEMPTS, MODES, Mode, greedy_resampling, parse_modes
+from bench.humaneval.modes import (
+    CONTROL,
+    FIXED_TRIALS,
+    MAX_ATTEMPTS,
+    MODES,
+    RESAMPLE_TEMPERATURE,
+    Mode,
+    greedy_resampling,
+    parse_modes,
+)
 from bench.humaneval.options import RunOptions
 from bench.humaneval.problems import Problem, ProblemError, dataset_info, load_problems, parse_ids, select
 from bench.humaneval.report import write_markdown
@@ -93,6 +102,7 @@ def protocol(options: RunOptions) -> dict[str, object]:
         "reflectionSeconds": options.reflection_seconds,
         "editFormat": options.edit_format,
         "temperature": options.temperature,
+        "resampleTemperature": options.resample_temperature,
     }
 
 
@@ -128,13 +138,14 @@ class ModeRun:
         self.results = results
         self.mode = mode
         settings = ModeSettings(label=mode.label, reflexion=mode.reflexion, max_attempts=mode.max_attempts,
-                                fresh=mode.fresh, temperature=mode.temperature(options.temperature))
+                                fresh=mode.fresh,
+                                temperature=mode.temperature(options.temperature, options.resample_temperature))
         self.record = results.modes.setdefault(mode.name, ModeRecord(settings=settings))
         self.config = project_config(
             mode, options.model,
             verify_timeout_s=options.verify_timeout_s, model_timeout_s=options.model_timeout_s,
             reflection_timeout_s=options.reflection_seconds, edit_format=options.edit_format,
-            temperature=options.temperature,
+            temperature=options.temperature, resample_temperature=options.resample_temperature,
         )
         self.stop_reason: str | None = None
         self.unfinished_in_a_row = 0
@@ -252,7 +263,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the executor's editFormat (default auto)",
     )
     parser.add_argument(
-        "--temperature", type=float, help="sampling temperature of every call (default: the provider's; 0: greedy)"
+        "--temperature", type=float,
+        help="sampling temperature of every mode but resample (default: the provider's; 0: greedy)",
+    )
+    parser.add_argument(
+        "--resample-temperature", type=float, default=RESAMPLE_TEMPERATURE,
+        help=f"sampling temperature of the resample mode (default {RESAMPLE_TEMPERATURE}; must be above 0)",
     )
     parser.add_argument(
         "--control", action="store_true", help="also ask the model directly, once per problem, for comparison"
@@ -265,6 +281,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--model is required (or --smoke)")
     if args.temperature is not None and not 0 <= args.temperature <= 2:
         parser.error("--temperature must be between 0 and 2")
+    if not 0 <= args.resample_temperature <= 2:
+        parser.error("--resample-temperature must be between 0 and 2")
     for name in ("verify_timeout", "model_timeout", "reflection_timeout"):
         value = getattr(args, name)
         if value is not None and value <= 0:
@@ -278,7 +296,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     modes = parse_modes(args.modes)
     if args.control and CONTROL not in modes:
         modes.append(CONTROL)
-    refused = greedy_resampling(modes, args.temperature)
+    refused = greedy_resampling(modes, args.resample_temperature)
     if refused:
         raise ValueError(refused)
     if args.smoke:
@@ -298,6 +316,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         reflection_timeout_s=args.reflection_timeout,
         edit_format=args.edit_format,
         temperature=args.temperature,
+        resample_temperature=args.resample_temperature,
     )
 
 

@@ -280,12 +280,14 @@ def test_the_reflection_timeout_follows_the_model_timeout_or_its_own_flag(tmp_pa
 
 
 def test_greedy_resampling_is_refused_and_resample_samples_by_default():
-    with pytest.raises(ValueError, match="--modes resample draws independent samples.*--temperature 0"):
-        options_from(parse_args(["--model", "m", "--modes", "reflexion,resample", "--temperature", "0"]))
-    assert options_from(parse_args(["--model", "m", "--modes", "single", "--temperature", "0"]))
+    with pytest.raises(ValueError, match="--modes resample draws independent samples.*--resample-temperature 0"):
+        options_from(parse_args(["--model", "m", "--modes", "reflexion,resample", "--resample-temperature", "0"]))
+    both = options_from(parse_args(["--model", "m", "--modes", "reflexion,resample", "--temperature", "0"]))
+    assert (both.temperature, both.resample_temperature) == (0, 0.8)  # greedy retries, sampled resampling
     resample = MODES["resample"]
     common = {"verify_timeout_s": 60, "model_timeout_s": 60}
     assert project_config(resample, "m", **common)["modelTemperature"] == 0.8
-    assert project_config(resample, "m", temperature=0.3, **common)["modelTemperature"] == 0.3
+    assert project_config(resample, "m", temperature=0, resample_temperature=0.3, **common)["modelTemperature"] == 0.3
+    assert project_config(MODES["reflexion"], "m", temperature=0, **common)["modelTemperature"] == 0
     assert project_config(MODES["raw"], "m", **common)["modelTemperature"] is None
     assert project_config(MODES["raw"], "m", **common)["retry"]["fresh"] is False
