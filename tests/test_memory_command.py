@@ -238,3 +238,16 @@ def test_show_without_an_id_is_a_usage_error(project: Path, capsys, given: str) 
     assert memory(project, "show", given) == 2
     err = capsys.readouterr().err.strip()
     assert err == "goldenloop memory: show needs an id or the start of one (memory list shows them)"
+
+
+def test_list_keeps_its_columns_with_long_task_ids_and_agent_names(project: Path, capsys) -> None:
+    long_one = {**ATTEMPT, "id": "A-2", "taskId": "BILLING-20417-refund-webhook-retries", "createdAt": "2020-01-02T00:00:00Z"}
+    reflections = project / ".openagents" / "memory" / "reflections.jsonl"
+    reflections.write_bytes(reflections.read_bytes() + orjson.dumps(long_one) + b"\n")
+
+    assert memory(project, "list", "--kind", "attempt") == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert len({line.index("Off by one") for line in lines}) == 1  # the titles start in one column
+    assert "BILLING-20417" in lines[0] and "ries  " in lines[0]  # clipped in the middle, both ends kept

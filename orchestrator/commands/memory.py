@@ -32,6 +32,7 @@ from reflection.lessons import LessonRanker, RankedLesson
 from reflection.outcome import OutcomeReflection
 from reflection.outcome_markdown import MARKER, to_markdown, write_markdown_view
 from reflection.postgres.connection import PostgresUnavailable, first_line, is_postgres_url
+from reflection.text import clip_middle
 from reflection.record_view import agent_is, attempt_bodies, attempt_hits, matching_ids, row_of
 from reflection.retention import archive_outcomes
 from reflection.rules import read_rules
@@ -136,6 +137,9 @@ def _records(store: ReflectionStore, archived: bool) -> list[OutcomeReflection]:
     return store.archived_outcomes() if archived else store.outcomes()
 
 
+_COLUMN_MOST = 28  # a longer task id or agent name is clipped in the middle, keeping the columns
+
+
 def _list(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> int:
     """Every reflection, attempt and outcome alike (`--kind` narrows), newest first."""
     with _store(layout, config) as store:
@@ -153,8 +157,11 @@ def _list(args: argparse.Namespace, layout: Layout, config: ProjectConfig) -> in
             filtered = args.kind is not None or args.agent is not None
             where = " in the archive" if args.archived else ""
             return f"no reflection{where} matches" if filtered else f"no reflections{where} yet"
-        return "\n".join(f"{r.created_at:<10}  {r.kind:<8} {r.task_id:<10} {r.agent:<20} {r.title}  [{r.id}]"
-                         for _, r in rows)
+        cells = [(r.created_at, r.kind, r.task_id, r.agent) for _, r in rows]
+        widths = [min(max(len(c[i]) for c in cells), _COLUMN_MOST) for i in range(4)]
+        return "\n".join(
+            "  ".join(clip_middle(c, w).ljust(w) for c, w in zip(cell, widths, strict=True)) + f"  {r.title}  [{r.id}]"
+            for cell, (_, r) in zip(cells, rows, strict=True))
 
     return _out(args, [body for body, _ in rows], table)
 
