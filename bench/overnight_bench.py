@@ -47,7 +47,9 @@ from orchestrator.batch.worktree import Worktrees
 from orchestrator.session import Overrides
 from reflection.scripted import register_scripted_provider, reset_scripted_state
 
-BIN = Path(sys.executable).parent  # the virtualenv's console scripts sit next to its python
+# What the `overnight` console script runs, started by this python: a script's shebang
+# names the interpreter of the checkout that installed it, which may be another one.
+OVERNIGHT = [sys.executable, "-c", "import sys; from orchestrator.cli import overnight_main; sys.exit(overnight_main())"]
 # A new file per task ($$: the agent shell's own pid), so that every task has a change to commit.
 AGENT_COMMAND = 'test -s {prompt_file} && echo hello > "hello_$$.txt"'
 # The same work by hand, task after task: what a user's script would do.
@@ -113,7 +115,7 @@ def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
         run = run_measured(floor_then(SHELL_LOOP, str(work), str(tasks)))
     else:
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        run = run_measured([str(BIN / "overnight"), "--parallel", what, str(work)], env)
+        run = run_measured([*OVERNIGHT, "--parallel", what, str(work)], env)
         board = (work / ".openagents" / "tasks.jsonl").read_text()
         assert board.count('"status":"closed"') == tasks, f"overnight --parallel {what}: not every task closed"
     assert run.code == 0, f"{what} exited {run.code}"
