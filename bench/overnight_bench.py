@@ -14,18 +14,24 @@ the median of the paired ratios of wall time of 1 worker over 2 workers (target 
 with the load average before and after. goldenloop's own modules are byte-compiled first,
 as an install leaves them.
 
+`--before REF` measures F3 only, before and after: each round runs 1 and 2 workers with
+the code at REF (`git archive`) and with this tree, and the shell loops, in a rotating
+order, so that the two ratios are paired in time.
+
 `--scripted` measures instead what it measured before: `run_overnight_async` in-process,
 1 and 2 workers, on backlogs that the scripted model answers at once, the test command
 sleeping `--sleeps` seconds (ratio targets: >= 1.8 with 0.5 s tests, >= 1.0 on tiny
 ones), and with `--profile` where the event loop's thread spends its time.
 
     .venv/bin/python bench/overnight_bench.py [--tasks 50] [--rounds 5]
+    .venv/bin/python bench/overnight_bench.py --before main [--rounds 5]   # F3 before and after, paired
     .venv/bin/python bench/overnight_bench.py --scripted [--tasks 20] [--sleeps 0,0.5] [--rounds 3] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import cProfile
 import io
 import json
@@ -47,7 +53,9 @@ from orchestrator.batch.worktree import Worktrees
 from orchestrator.session import Overrides
 from reflection.scripted import register_scripted_provider, reset_scripted_state
 
-BIN = Path(sys.executable).parent  # the virtualenv's console scripts sit next to its python
+# What the `overnight` console script runs, started by this python: a script's shebang
+# names the interpreter of the checkout that installed it, which may be another one.
+OVERNIGHT = [sys.executable, "-c", "import sys; from orchestrator.cli import overnight_main; sys.exit(overnight_main())"]
 # A new file per task ($$: the agent shell's own pid), so that every task has a change to commit.
 AGENT_COMMAND = 'test -s {prompt_file} && echo hello > "hello_$$.txt"'
 # The same work by hand, task after task: what a user's script would do.
@@ -100,8 +108,12 @@ def two_shell_loops(template: Path, root: Path, tasks: int) -> Usage:
 
 
 def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
-    """One measured run of `what` (1, 2: overnight's workers; "floor"; "shell", "2 shells":
-    the shell loop alone, and in two halves at once) on a fresh copy."""
+    """One measured run of `what` (1, 2: overnight's workers, "before 1", "before 2": the
+    same with the code of `--before`; "floor"; "shell", "2 shells": the shell loop alone,
+    and in two halves at once) on a fresh copy."""
+    if what.startswith("before "):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "before"), os.environ.get("PYTHONPATH", "")])}
+        return overnight_run(template, root, what.removeprefix("before "), tasks, env)
     if what == "2 shells":
         run = two_shell_loops(template, root, tasks)
         assert run.code == 0, f"a shell loop exited {run.code}"
@@ -112,12 +124,54 @@ def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
     elif what == "floor":
         run = run_measured(floor_then(SHELL_LOOP, str(work), str(tasks)))
     else:
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        run = run_measured([str(BIN / "overnight"), "--parallel", what, str(work)], env)
-        board = (work / ".openagents" / "tasks.jsonl").read_text()
-        assert board.count('"status":"closed"') == tasks, f"overnight --parallel {what}: not every task closed"
+        return overnight_run(template, root, what, tasks, dict(os.environ))
     assert run.code == 0, f"{what} exited {run.code}"
     return run
+
+
+def overnight_run(template: Path, root: Path, workers: str, tasks: int, env: dict[str, str]) -> Usage:
+    work = fresh_copy(template, root / "work")
+    env = {k: v for k, v in env.items() if not k.endswith("_API_KEY")}
+    # Run from outside any checkout: `python -c` puts its working folder first on sys.path.
+    run = run_measured([*OVERNIGHT, "--parallel", workers, str(work)], env, cwd=root)
+    board = (work / ".openagents" / "tasks.jsonl").read_text()
+    assert board.count('"status":"closed"') == tasks, f"overnight --parallel {workers}: not every task closed"
+    assert run.code == 0, f"overnight --parallel {workers} exited {run.code}"
+    return run
+
+
+def code_at(ref: str, root: Path) -> Path:
+    """goldenloop's packages as they were at `ref`, byte-compiled, in `root/before`."""
+    folder = root / "before"
+    folder.mkdir()
+    archive = subprocess.run(["git", "archive", ref, "orchestrator", "reflection"], capture_output=True, check=True,
+                             cwd=Path(__file__).resolve().parent.parent).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    compileall.compile_dir(folder, quiet=1)
+    return folder
+
+
+def parallel_figures(tasks: int, rounds: int, before: str) -> None:
+    """F3 before (the code at `before`) and after, paired within each round, order rotating."""
+    runs: dict[str, list[Usage]] = {w: [] for w in ("before 1", "before 2", "1", "2", "shell", "2 shells")}
+    order = list(runs)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    with tempfile.TemporaryDirectory(prefix="overnight-bench-") as tmp:
+        template = trivial_backlog(Path(tmp) / "template", tasks)
+        code_at(before, Path(tmp))
+        for n in range(rounds):
+            for what in order[n % len(order):] + order[:n % len(order)]:
+                runs[what].append(one_run(template, Path(tmp), what, tasks))
+            walls = "  ".join(f"{w}: {runs[w][-1].wall_s:5.2f} s" for w in order)
+            print(f"  round {n + 1}, wall: {walls}", flush=True)
+    print(f"load average after : {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    wall = {w: [u.wall_s for u in runs[w]] for w in order}
+    f3_before, f3_after = paired_ratio(wall["before 1"], wall["before 2"]), paired_ratio(wall["1"], wall["2"])
+    print(f"F3 before ({before}) = {f3_before:.2f}, after = {f3_after:.2f}  (wall of 1 worker over 2 workers, "
+          f"median of {rounds} paired ratios; target >= 1.6)")
+    print(f"2 workers' wall, after over before: {paired_ratio(wall['2'], wall['before 2']):.2f}; 1 worker's: "
+          f"{paired_ratio(wall['1'], wall['before 1']):.2f}")
+    print(f"F3's headroom on this machine now: {paired_ratio(wall['shell'], wall['2 shells']):.2f}")
 
 
 def cli_figures(tasks: int, rounds: int) -> None:
@@ -208,9 +262,13 @@ def main() -> None:
     parser.add_argument("--sleeps", default="0,0.5", help="seconds the test command sleeps, comma-separated")
     parser.add_argument("--sleep", type=float, help="one sleep only (same as --sleeps S)")
     parser.add_argument("--rounds", type=int, help="rounds (default 5; --scripted: pairs of runs per sleep, 3)")
+    parser.add_argument("--before", help="F3 only: before (the code at this commit) and after, paired")
     parser.add_argument("--profile", action="store_true", help="profile the first 2-worker run of each sleep")
     args = parser.parse_args()
     precompile()
+    if args.before:
+        parallel_figures(args.tasks or 50, args.rounds or 5, args.before)
+        return
     if not args.scripted:
         cli_figures(args.tasks or 50, args.rounds or 5)
         return

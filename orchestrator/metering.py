@@ -117,7 +117,7 @@ class MeteredModel:
             reply = await self.inner.complete(messages, timeout=timeout, max_tokens=max_tokens, temperature=temperature)
         except ModelError as exc:
             for meter in self.meters:
-                meter.errors += 1
+                meter.add_error()
             self.runlog.event(
                 "model_error",
                 purpose=self.purpose,

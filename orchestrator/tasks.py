@@ -189,9 +189,11 @@ class TaskBoard:
         self._clock = clock
         self._logged: set[str] = set()
         self.archive = ArchivedTasks(archive or self.path.parent / "archive")  # closed tasks moved out
-        self._identity: tuple[int, ...] | None = None  # the file the snapshot was read from
+        # The file a snapshot was read from, with the snapshot: one tuple, replaced whole, so
+        # that a thread reading the board never pairs a new file with an old snapshot.
+        self._cache: tuple[tuple[int, ...] | None, _Snapshot] | None = None
         # Read now, so that a missing or unreadable file is reported where the board is made.
-        self._snapshot = self._read()
+        self._read()
 
     @classmethod
     def for_project(cls, project_dir: Path, **kwargs: Any) -> TaskBoard:
@@ -203,7 +205,8 @@ class TaskBoard:
     @property
     def warnings(self) -> list[str]:
         """One line per malformed or duplicate line, as of the last read."""
-        return list(self._snapshot.warnings)
+        cached = self._cache
+        return list(cached[1].warnings) if cached is not None else []
 
     def tasks(self) -> list[Task]:
         """Every valid task, in file order (re-reads the file)."""
@@ -326,25 +329,24 @@ class TaskBoard:
         atomically; an in-place edit of the same size within one mtime tick would be missed.
         """
         try:
-            identity = _identity(os.stat(self.path))
-            if identity == self._identity:
-                return self._snapshot
+            identity, cached = _identity(os.stat(self.path)), self._cache
+            if cached is not None and identity == cached[0]:
+                return cached[1]
             with open(self.path, "rb") as handle:
                 identity, data = _identity(os.fstat(handle.fileno())), handle.read()
         except FileNotFoundError:
             if not self._missing_ok:
                 raise TaskFileError(self._missing_message()) from None
-            self._identity, self._snapshot = None, _parse(b"", self.path.name)  # an empty backlog
-            return self._snapshot
+            self._cache = (None, _parse(b"", self.path.name))  # an empty backlog
+            return self._cache[1]
         except OSError as exc:
             raise TaskFileError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         snapshot = _parse(data, self.path.name)
-        self._identity = identity
         for warning in snapshot.warnings:
             if warning not in self._logged:  # say each problem once per board
                 self._logged.add(warning)
                 log.info("%s", warning)  # the caller shows board.warnings
-        self._snapshot = snapshot
+        self._cache = (identity, snapshot)
         return snapshot
 
     def _missing_message(self) -> str:
@@ -370,8 +372,8 @@ class TaskBoard:
             lines = [*snapshot.lines[:index], new_line, *snapshot.lines[index + 1 :]]
             atomic_write(self.path, b"".join(item.raw for item in lines))
             # Still under the lock: the file is ours as written, so it need not be read again.
-            self._snapshot = _Snapshot(lines, snapshot.warnings, snapshot.refused, snapshot.by_id)
-            self._identity = _identity(os.stat(self.path))
+            self._cache = (_identity(os.stat(self.path)),
+                           _Snapshot(lines, snapshot.warnings, snapshot.refused, snapshot.by_id))
         log.debug("task %s: %s", task_id, ", ".join(sorted(changes)))
         return task
 

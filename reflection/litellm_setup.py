@@ -11,18 +11,25 @@ slowness.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import ModuleType
+from typing import TypeVar
 
 SCRIPTED_PROVIDER = "scripted"
 SCRIPTED_PREFIX = f"{SCRIPTED_PROVIDER}/"
 
 
+T = TypeVar("T")
 _module: ModuleType | None = None
 _import_lock = threading.Lock()
+# litellm keeps process-wide state bound to the event loop it last ran on (its logging
+# worker's queue and task): calls from two loops would strand each other's tasks. A run
+# whose workers have event loops of their own names one home loop for every call.
+_home: asyncio.AbstractEventLoop | None = None
 
 
 @contextlib.contextmanager
@@ -62,3 +69,27 @@ def load_litellm() -> ModuleType:
             litellm.suppress_debug_info = True
             _module = litellm
         return _module
+
+
+@contextlib.contextmanager
+def litellm_home(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """While the block runs, litellm calls made on any other event loop run on `loop`."""
+    global _home
+    previous, _home = _home, loop
+    try:
+        yield
+    finally:
+        _home = previous
+
+
+async def on_home_loop(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()` awaited on the home loop when one is named and is not this one; cancelling
+    the caller cancels it there."""
+    home = _home
+    if home is None or home.is_closed() or home is asyncio.get_running_loop():
+        return await call()
+
+    async def run() -> T:
+        return await call()
+
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), home))

@@ -15,6 +15,7 @@ reflection/scripted.py; `LiteLLMModel` registers it on first use.
 from __future__ import annotations
 
 import email.utils
+import functools
 import logging
 import math
 import random
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import anyio
 
 from reflection.keys import call_credentials, missing_keys
-from reflection.litellm_setup import SCRIPTED_PREFIX, load_litellm
+from reflection.litellm_setup import SCRIPTED_PREFIX, load_litellm, on_home_loop
 from reflection.meter import Meter
 from reflection.text import english_list
 
@@ -386,16 +387,12 @@ class LiteLLMModel:
         self, litellm: ModuleType, messages: list[dict[str, str]], limit: float, options: dict[str, Any]
     ) -> ModelResponse:
         # Our own deadline too: custom providers and some SDK paths ignore litellm's timeout.
+        credentials = call_credentials(self.name, api_base=self.api_base, api_key_env=self.api_key_env)
         with anyio.fail_after(limit):
-            return await litellm.acompletion(
-                model=self.name,
-                messages=messages,
-                timeout=limit,
-                num_retries=0,
-                max_retries=0,
-                **options,
-                **call_credentials(self.name, api_base=self.api_base, api_key_env=self.api_key_env),
-            )
+            return await on_home_loop(functools.partial(
+                litellm.acompletion, model=self.name, messages=messages, timeout=limit, num_retries=0,
+                max_retries=0, **options, **credentials,
+            ))
 
     def _reply(self, litellm: ModuleType, response: ModelResponse, latency_s: float) -> ChatReply:
         choices = getattr(response, "choices", None) or []

@@ -6,6 +6,7 @@ never $0.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -16,6 +17,11 @@ class Billed(Protocol):
     input_tokens: int | None
     output_tokens: int | None
     cost_usd: float | None
+
+
+# A run's meter is shared by workers that may run on threads of their own: a sum must
+# never lose a call (the cost budget is checked against it).
+_ADDING = threading.Lock()
 
 
 @dataclass
@@ -30,6 +36,10 @@ class Meter:
         self.add_call(reply.input_tokens, reply.output_tokens, reply.cost_usd)
 
     def add_call(self, input_tokens: int | None, output_tokens: int | None, cost_usd: float | None) -> None:
+        with _ADDING:
+            self._add_call(input_tokens, output_tokens, cost_usd)
+
+    def _add_call(self, input_tokens: int | None, output_tokens: int | None, cost_usd: float | None) -> None:
         self.calls += 1
         self.input_tokens += input_tokens or 0
         self.output_tokens += output_tokens or 0
@@ -37,6 +47,14 @@ class Meter:
             self.cost_usd = None if cost_usd is None else self.cost_usd + cost_usd
 
     def merge(self, other: Meter) -> None:
+        with _ADDING:
+            self._merge(other)
+
+    def add_error(self) -> None:
+        with _ADDING:
+            self.errors += 1
+
+    def _merge(self, other: Meter) -> None:
         self.calls += other.calls
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -362,6 +364,51 @@ def test_four_processes_mutating_at_once_lose_no_update(tmp_path: Path) -> None:
     assert [line["commits"] for line in lines] == [[f"sha-{i}"] for i in ids]
     assert [line["keep"] for line in lines] == list(range(40))
     assert len({line["closeReason"] for line in lines}) == 4  # all four really took part
+
+
+
+def test_one_board_shared_by_threads_loses_no_update(tmp_path: Path) -> None:
+    """Parallel workers on event loops of their own threads share the session's board: a
+    read between another thread's read and its cache update never pairs the new file
+    with the old snapshot, so no mutation is made on a stale one."""
+    ids = [f"t{n:02d}" for n in range(24)]
+    path = write_tasks(tmp_path, *(task(task_id) for task_id in ids))
+    shared, start, reading = board(tmp_path), threading.Barrier(5), threading.Event()
+    failures: list[BaseException] = []
+
+    def work(mine: list[str]) -> None:
+        try:
+            start.wait(30)
+            for task_id in mine:
+                shared.claim(task_id)
+                shared.close(task_id, "done", [f"sha-{task_id}"])
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            failures.append(exc)
+
+    def read() -> None:
+        start.wait(30)
+        while not reading.is_set():
+            shared.ready()
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads switch often: the race has room to happen
+    try:
+        threads = [threading.Thread(target=work, args=(ids[n::4],)) for n in range(4)]
+        reader = threading.Thread(target=read)
+        for thread in [*threads, reader]:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        reading.set()
+        reader.join(timeout=60)
+    finally:
+        sys.setswitchinterval(switch)
+
+    assert failures == []
+    lines = read_lines(path)
+    assert [line["status"] for line in lines] == ["closed"] * len(ids)
+    assert [line["commits"] for line in lines] == [[f"sha-{i}"] for i in ids]
+    assert all(t.status == "closed" for t in shared.tasks())
 
 
 # --- fileio --------------------------------------------------------------------------

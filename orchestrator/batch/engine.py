@@ -14,12 +14,13 @@ be killed at any moment.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import functools
 import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,6 +47,7 @@ from orchestrator.session import (
 )
 from orchestrator.tasks import Task
 from reflection.fileio import atomic_write
+from reflection.litellm_setup import litellm_home
 from reflection.llm import price_known
 from reflection.meter import Meter
 
@@ -95,7 +97,7 @@ class RepoRun:
         w = c.worktree
         self.worktrees = Worktrees(session.project_dir, link=w.link, copy=w.copy_) if parallel > 1 else None
         self.trees: list[Worktree] = []  # every worker's, removed when the run ends
-        self.main_lock = anyio.Lock()
+        self.main_lock = threading.Lock()  # the workers may run on event loops of their own
 
     # -- budgets --------------------------------------------------------------------
 
@@ -134,10 +136,14 @@ class RepoRun:
             await self.worker()
         else:
             self.clean_stale_worktrees()
+            # Alone in the run, each worker gets an event loop of its own; beside other
+            # repositories, the run-wide task slots are the main loop's.
+            start = self.worker if self.slots else self.worker_in_own_loop
             try:
-                async with anyio.create_task_group() as group:
-                    for n in range(self.parallel):
-                        group.start_soon(self.worker, Slot(f"worker-{n + 1}"))
+                with litellm_home(asyncio.get_running_loop()):  # model calls stay on this loop
+                    async with anyio.create_task_group() as group:
+                        for n in range(self.parallel):
+                            group.start_soon(start, Slot(f"worker-{n + 1}"))
             finally:
                 # Parallel workers share one bookkeeping commit at the end: one per task
                 # would serialise them on the main checkout and force a rebase each.
@@ -176,6 +182,23 @@ class RepoRun:
                 self.running.discard(task.id)
             self.record(outcome)
 
+    async def worker_in_own_loop(self, slot: Slot) -> None:
+        """`worker` on an event loop in a thread of its own: what blocks one worker's loop
+        (an fsync before a risky step, a process being started, a rename) no longer holds
+        up the others. Cancelling this cancels the worker, and waits until it has put its
+        task back."""
+        portal_cm = anyio.from_thread.start_blocking_portal()
+        portal = portal_cm.__enter__()
+        future: Future[None] | None = None
+        try:
+            future = portal.start_task_soon(self.worker, slot)
+            await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+        finally:
+            if future is not None:
+                future.cancel()  # a no-op once it has ended
+            with anyio.CancelScope(shield=True):  # the worker puts its task back first
+                await anyio.to_thread.run_sync(portal_cm.__exit__, None, None, None)
+
     def next_task(self) -> Task | None:
         return next((t for t in self.session.board.ready() if t.id not in self.running), None)
 
@@ -201,7 +224,10 @@ class RepoRun:
         assert scope.cancelled_caught
         self.session.runlog.event("task_stopped", taskId=task.id, reason="time budget")  # type: ignore[union-attr]
         # A planned stop, like the cost budget's: leave the backlog committed, not dirty.
-        self.session.commit_bookkeeping(task.id)
+        if self.worktrees is None:
+            self.session.commit_bookkeeping(task.id)
+        else:  # on the main checkout, where another worker may be merging
+            await self.on_main(self.session.commit_bookkeeping, task.id)
         self.report.stop_reason = self.report.stop_reason or "time budget used up"
         return TaskOutcome(task.id, "interrupted", "time budget used up; the task was put back to open",
                            duration_s=time.monotonic() - started)
@@ -234,8 +260,11 @@ class RepoRun:
     async def on_main(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Work on the main checkout: one at a time, off the event loop so that the
         other workers' tests keep running meanwhile."""
-        async with self.main_lock:
-            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        def locked() -> T:
+            with self.main_lock:
+                return fn(*args, **kwargs)
+
+        return await anyio.to_thread.run_sync(locked)
 
     def integrate(self, task: Task, tree: Worktree, outcome: TaskOutcome) -> bool:
         """Bring a closed task's commits onto the base branch; False on a conflict."""
@@ -254,6 +283,10 @@ class RepoRun:
         return True
 
     def record(self, outcome: TaskOutcome) -> None:
+        with self.claims:  # workers on loops of their own may end tasks at the same time
+            self._record(outcome)
+
+    def _record(self, outcome: TaskOutcome) -> None:
         self.report.outcomes.append(outcome)
         self.infra_failures = self.infra_failures + 1 if outcome.status == "model_unavailable" else 0
         self.environment_failures = same_environment_failure(self.environment_failures, outcome)

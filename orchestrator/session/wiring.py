@@ -10,8 +10,9 @@ open and the prices a cost budget needs are those.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,9 @@ class Wiring:
     _memory: ProjectMemory | None = None
     _notes: TaskReflectionStore | None = None  # task notes' store, once made
     _prices_known: bool | None = None
+    # Parallel workers may build their loops at once, each on its own thread: the memory
+    # and the notes' store are made once, not once per worker.
+    _building: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     # -- the loop of one task ---------------------------------------------------------
 
@@ -62,6 +66,10 @@ class Wiring:
         """The loop for one task. `limits` are the run's ledgers (shared with other
         workers); the task's own (maxCostUsdPerTask, maxTokensPerTask) is added here. Each
         model call reserves its worst case in all of them; each attempt asks them first."""
+        with self._building:
+            return self._build_loop(task_meter, repo, limits)
+
+    def _build_loop(self, task_meter: Meter, repo: Repo | None, limits: Sequence[Ledger]) -> GoldenLoop:
         c, runlog = self.config, self.runlog
         ledgers = [limit for limit in (self._task_limit(task_meter), *limits) if limit is not None]
         metered = functools.partial(self._metered, meters=[task_meter, self.run_meter], ledgers=ledgers)

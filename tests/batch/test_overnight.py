@@ -678,6 +678,116 @@ def test_sigint_puts_the_task_back_and_prints_the_summary(git_repo, tmp_path):
     assert "restored" in kinds and kinds[-1] == "run_stopped"
 
 
+HANG = """import os, sys, time
+from pathlib import Path
+
+(Path(sys.argv[1]) / str(os.getpid())).write_text(os.getcwd())
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_sigint_with_two_workers_on_loops_of_their_own_puts_both_tasks_back(tmp_path):
+    """Each worker runs on an event loop of its own thread: an interrupt still reaches
+    both, and each puts its task back before the run ends."""
+    state = tmp_path / "hung"
+    state.mkdir()
+    (tmp_path / "hang.py").write_text(HANG)
+    repo = features_project(
+        init_repo(tmp_path / "repo"),
+        [{"match": "Task T-1", "reply": write_file("greet.py", GREET)},
+         {"match": "Task T-2", "reply": write_file("negate.py", NEGATE)}],
+        [task("T-1", "Add greet"), task("T-2", "Add negate")],
+        testCommands=[f"{PY} {tmp_path / 'hang.py'} {state}"], retry={"preflight": False, "flakyReruns": 0},
+    )
+    base = git(repo, "rev-parse", "HEAD").strip()
+    run = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "overnight", "--parallel", "2", str(repo)],
+                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + WAIT_S
+    while len(list(state.iterdir())) < 2:  # both workers' test commands hang
+        assert run.poll() is None, run.communicate()
+        if time.monotonic() > deadline:
+            run.kill()
+            raise AssertionError("the two test commands never ran at once")
+        time.sleep(0.05)
+    hung = [int(p.name) for p in state.iterdir()]
+    assert len({p.read_text() for p in state.iterdir()}) == 2  # in two worktrees
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=WAIT_S)
+
+    assert run.returncode == 130, err
+    assert "Traceback" not in err
+    assert "Task was destroyed" not in err  # nothing left pending on a worker's closed loop
+    assert "interrupted: the tasks in flight were put back to open" in out
+    assert not any(alive(pid) for pid in hung)
+    board = tasks_on_disk(repo)
+    assert board["T-1"]["status"] == board["T-2"]["status"] == "open"
+    assert git(repo, "rev-list", f"{base}..main", "--", "greet.py", "negate.py") == ""  # nothing merged
+    assert not (repo / "greet.py").exists() and not (repo / "negate.py").exists()
+    assert [line for line in status(repo).splitlines() if ".openagents/" not in line] == []
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert not Worktrees(repo.resolve()).home.exists()
+    restored = [e["taskId"] for e in run_events(repo) if e["event"] == "restored"]
+    assert sorted(restored) == ["T-1", "T-2"]
+
+
+HANG_WHILE_ARMED = """import os, sys, time
+from pathlib import Path
+
+state = Path(sys.argv[1])
+if (state / "armed").exists():
+    (state / str(os.getpid())).write_text(os.getcwd())
+    time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_two_workers_killed_in_their_test_steps_resume_with_each_task_landed_once(tmp_path, capsys):
+    state = tmp_path / "hung"
+    state.mkdir()
+    (state / "armed").write_text("")
+    (tmp_path / "hang.py").write_text(HANG_WHILE_ARMED)
+    repo = features_project(
+        init_repo(tmp_path / "repo"),
+        [{"match": "Task T-1", "reply": write_file("greet.py", GREET), "times": None},
+         {"match": "Task T-2", "reply": write_file("negate.py", NEGATE), "times": None}],
+        [task("T-1", "Add greet"), task("T-2", "Add negate")],
+        testCommands=[f"{PY} {tmp_path / 'hang.py'} {state}"], retry={"preflight": False, "flakyReruns": 0},
+    )
+    base = git(repo, "rev-parse", "HEAD").strip()
+    first = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "overnight", "--parallel", "2", str(repo)],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + WAIT_S
+    while len([p for p in state.iterdir() if p.name != "armed"]) < 2:
+        assert first.poll() is None, first.communicate()
+        if time.monotonic() > deadline:
+            first.kill()
+            raise AssertionError("the two test commands never ran at once")
+        time.sleep(0.05)
+    first.kill()
+    first.communicate(timeout=WAIT_S)
+    for pid in [int(p.name) for p in state.iterdir() if p.name != "armed"]:
+        kill_group(pid)  # SIGKILL leaves the test commands' own process groups behind
+    (state / "armed").unlink()
+    board = tasks_on_disk(repo)
+    assert board["T-1"]["status"] == board["T-2"]["status"] == "in_progress"
+    assert git(repo, "rev-parse", "HEAD").strip() == base
+
+    assert overnight(repo, "--parallel", "2", "--json") == 0
+
+    (summary,) = json_summaries(capsys.readouterr().out)
+    assert outcomes(summary) == {"T-1": "closed", "T-2": "closed"}
+    board = tasks_on_disk(repo)
+    for task_id, path in (("T-1", "greet.py"), ("T-2", "negate.py")):
+        (sha,) = board[task_id]["commits"]
+        assert on_main(repo, sha)
+        assert git(repo, "log", "--format=%H", f"{base}..main", "--", path).split() == [sha]  # landed once
+    assert git(repo, "rev-list", "--min-parents=2", "main") == ""
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert git(repo, "branch", "--list", "goldenloop/*") == ""
+    assert status(repo) == ""
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [

@@ -397,3 +397,42 @@ def test_litellm_loads_lazily_offline_and_ignores_dotenv(tmp_path: Path) -> None
     lazy = {"after_import": False, "after_scripted": False, "after_known": False, "after_unknown": False, "after_use": True, "probe": None, "dotenv_switch": None}
     assert _probe_result(defaults) == {**lazy, "cost_map": "True", "mode": "PRODUCTION"}
     assert _probe_result(chosen) == {**lazy, "cost_map": "true", "mode": "DEV"}
+
+
+def test_a_call_from_a_workers_own_loop_runs_on_the_home_loop_and_is_cancelled_there() -> None:
+    """litellm's process-wide state is bound to one event loop: a run whose workers have
+    loops of their own makes every call on the home loop; a cancelled caller (the time
+    budget, Ctrl-C) cancels the call there too."""
+    import asyncio
+
+    import anyio
+
+    from reflection.litellm_setup import litellm_home, on_home_loop
+
+    async def main() -> None:
+        home, ran_on, cancelled = asyncio.get_running_loop(), [], anyio.Event()
+
+        async def answer() -> str:
+            ran_on.append(asyncio.get_running_loop())
+            return "ok"
+
+        async def hang() -> None:
+            try:
+                await anyio.sleep_forever()
+            except anyio.get_cancelled_exc_class():
+                cancelled.set()
+                raise
+
+        async def from_own_loop() -> str:
+            with anyio.move_on_after(0.2):
+                await on_home_loop(hang)
+            return await on_home_loop(answer)
+
+        with litellm_home(home):
+            assert await anyio.to_thread.run_sync(anyio.run, from_own_loop) == "ok"
+            with anyio.fail_after(30):  # a guard against a hang, never a measurement
+                await cancelled.wait()
+        assert ran_on == [home]
+        assert await on_home_loop(answer) == "ok"  # no home named: the caller's own loop
+
+    anyio.run(main)
