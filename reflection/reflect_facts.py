@@ -117,20 +117,23 @@ def writes_of(conversation: Sequence[Turn]) -> Writes:
 
 def _tool_turn(turn: Turn, written: list[str], read: list[str], code: list[CodeSeen]) -> None:
     name = tool_name(turn)
-    paths = _paths(turn.content)
     viewed = bool(_VIEWED.search(turn.content)) and not _EDITED.search(turn.content)
     if _WRITE_TOOL.search(name) and not viewed:
+        paths = _paths(turn.content)
         written += paths
         if _CODE_SIGN.search(turn.content):
             code.append(CodeSeen(paths[0] if paths else None, _language("", paths), turn.content, whole=False))
     elif viewed or _READ_TOOL.search(name):
-        read += paths
+        read += _paths(turn.content)  # a tool that neither writes nor reads (a shell) names no file of its own
 
 
 def _assistant_turn(text: str, written: list[str], read: list[str], code: list[CodeSeen]) -> None:
     prose = _FENCE.sub(" ", text)
-    for sentence in _SENTENCE.split(prose):
-        _sentence_paths(sentence, written, read)
+    # Sentences split at spaces and line ends, which no path holds or needs beside it: a
+    # prose without a path has no sentence with one, and most have none.
+    if _PATH.search(prose):
+        for sentence in _SENTENCE.split(prose):
+            _sentence_paths(sentence, written, read)
     for match in _FENCE.finditer(text):
         before = text[: match.start()].rstrip().rsplit("\n", 1)[-1]
         paths = _paths(before)
@@ -142,9 +145,12 @@ def _assistant_turn(text: str, written: list[str], read: list[str], code: list[C
 
 def _sentence_paths(sentence: str, written: list[str], read: list[str]) -> None:
     """Each path takes the mood of the verb nearest before it: writing, reading, or none."""
+    paths = list(_PATH.finditer(sentence))
+    if not paths:
+        return
     marks = sorted([(m.start(), "write") for m in _WRITE_VERB.finditer(sentence)]
                    + [(m.start(), "read") for m in _READ_VERB.finditer(sentence)])
-    for match in _PATH.finditer(sentence):
+    for match in paths:
         if "://" in sentence[max(0, match.start() - 12): match.start()]:
             continue  # part of a URL
         mood = next((kind for at, kind in reversed(marks) if at < match.start()), None)
