@@ -26,6 +26,9 @@ _EXTENSIONS = (
     "|md|rst|txt|json|ya?ml|toml|ini|cfg|html|css|scss|vue|svelte|lock"
 )
 _PATH = re.compile(rf"(?<![\w/.:@-])((?:[\w.-]+/)*[\w-][\w.-]*\.(?:{_EXTENSIONS}))(?![\w/-])")
+# How every path ends. Its search skips from one "." to the next, where _PATH tries each
+# word: it finds the lines a path can be on (no path holds a line end or needs one beside it).
+_PATH_END = re.compile(rf"\.(?:{_EXTENSIONS})(?![\w/-])")
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|test_[\w-]+\.|[\w-]+_test\.|[\w.-]+\.(?:test|spec)\.)")
 _TOOL_PREFIX = re.compile(r"^\s*\[?([A-Za-z][\w-]{1,40})\]?:")
 _WRITE_TOOL = re.compile(r"^(?!.*todo)(?=.*(?:write|edit|creat|patch|replace|insert|apply|save))", re.IGNORECASE)
@@ -63,9 +66,16 @@ _LANGUAGES = {"py": "python", "python": "python", "python3": "python", "pyi": "p
 
 
 class Turn(Protocol):
-    role: str
-    content: str
-    name: str | None
+    """A turn as read here: a request's `Message`, or a redacted copy of one (read only)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def name(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -131,7 +141,7 @@ def _assistant_turn(text: str, written: list[str], read: list[str], code: list[C
     prose = _FENCE.sub(" ", text)
     # Sentences split at spaces and line ends, which no path holds or needs beside it: a
     # prose without a path has no sentence with one, and most have none.
-    if _PATH.search(prose):
+    if _PATH_END.search(prose):
         for sentence in _SENTENCE.split(prose):
             _sentence_paths(sentence, written, read)
     for match in _FENCE.finditer(text):
@@ -173,7 +183,17 @@ def _diff_code(text: str) -> list[CodeSeen]:
 
 
 def _paths(text: str) -> list[str]:
-    return [p for p in _PATH.findall(text) if "://" not in p]
+    """The paths in `text`, read only on the lines that end one."""
+    found: list[str] = []
+    line_end = -1
+    for end in _PATH_END.finditer(text):
+        if end.start() < line_end:
+            continue  # on a line read already
+        line_start = text.rfind("\n", 0, end.start()) + 1
+        line_end = text.find("\n", end.end())
+        line_end = len(text) if line_end < 0 else line_end
+        found += (p for p in _PATH.findall(text, line_start, line_end) if "://" not in p)
+    return found
 
 
 def _language(tag: str, paths: Sequence[str]) -> str:
