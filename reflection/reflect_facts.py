@@ -113,7 +113,7 @@ def writes_of(conversation: Sequence[Turn]) -> Writes:
         if turn.role not in ("assistant", "tool"):
             continue
         text = turn.content
-        diffs = _DIFF_FILE.findall(text)
+        diffs = _DIFF_FILE.findall(text) if "+++ b/" in text or "diff --git a/" in text else []
         written += diffs + _WROTE.findall(text)
         if diffs:  # a diff names its files exactly: its a/ and b/ paths are not more files
             code += _diff_code(text)
@@ -242,13 +242,16 @@ _TEST_RUN_WORDS = ("test", "jest", "mocha", "passed", "failed")
 _PASSING_WORDS = ("pass", "ok (")
 
 
-def _may(text: str, words: tuple[str, ...]) -> bool:
-    lowered = text.lower()
-    return any(word in lowered for word in words)
+def _holds(lowered: str, words: tuple[str, ...]) -> bool:
+    """Whether a lower-cased text holds one of `words`."""
+    for word in words:
+        if word in lowered:
+            return True
+    return False
 
 
-def _passing(text: str) -> bool:
-    return _may(text, _PASSING_WORDS) and bool(_PASSING.search(text))
+def _passing(text: str, lowered: str) -> bool:
+    return _holds(lowered, _PASSING_WORDS) and bool(_PASSING.search(text))
 
 
 @dataclass(frozen=True)
@@ -277,13 +280,15 @@ def facts_of(conversation: Sequence[Turn]) -> ConversationFacts:
     last_error, last_pass, last_test = -1, -1, None
     errors: list[str] = []
     for index, message in enumerate(worked):
-        found = _error_patterns(message.content)
+        text = message.content
+        lowered = text.lower()
+        found = _error_patterns(text, lowered)
         errors.extend(found)
         last_error = index if found else last_error
-        if not found and (_passing(message.content) or _claims_done(message)):
+        if not found and (_passing(text, lowered) or _claims_done(message)):
             last_pass = index  # a pass, or the assistant saying it fixed what came before
-        if _may(message.content, _TEST_RUN_WORDS) and _TEST_RUN.search(message.content):
-            last_test = message.content
+        if _holds(lowered, _TEST_RUN_WORDS) and _TEST_RUN.search(text):
+            last_test = (text, lowered)
     assistant = [m for m in conversation if m.role == "assistant"]
     closing = assistant[-1].content if assistant else ""
     writes = writes_of(conversation)
@@ -293,7 +298,7 @@ def facts_of(conversation: Sequence[Turn]) -> ConversationFacts:
         tools=unique(tool_name(m) for m in conversation if m.role == "tool"),
         errors=unique(errors),
         tests_run=last_test is not None,
-        tests_passing=last_test is not None and _passing(last_test) and not _error_patterns(last_test),
+        tests_passing=last_test is not None and _passing(*last_test) and not _error_patterns(*last_test),
         claims_done=bool(assistant) and _claims_done(assistant[-1]),
         unresolved_error=last_error > last_pass or bool(_NOT_DONE.search(closing)),
         assistant_turns=len(assistant),
@@ -304,9 +309,10 @@ def _claims_done(message: Turn) -> bool:
     return message.role == "assistant" and bool(_DONE.search(message.content)) and not _NOT_DONE.search(message.content)
 
 
-def _error_patterns(text: str) -> list[str]:
-    """The error kinds in one message: families (tracebacks, failing tests) and named errors."""
-    if not _may(text, _ERROR_WORDS):
+def _error_patterns(text: str, lowered: str) -> list[str]:
+    """The error kinds in one message (`lowered`: the same lower-cased): families
+    (tracebacks, failing tests) and named errors."""
+    if not _holds(lowered, _ERROR_WORDS):
         return []
     found = [kind for kind, pattern in _ERRORS if pattern.search(text)]
     named = unique(a or b for a, b in _NAMED_ERROR.findall(text))
