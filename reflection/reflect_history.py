@@ -79,10 +79,13 @@ class Archived:
 
 
 class Unsynced:
-    """An append written to the history but not yet fsynced."""
+    """An append written to the history but not yet fsynced; with what was wrong, if
+    anything, with the memory files it was asked to check on its way (`checked`)."""
 
-    def __init__(self, history: ReflectHistory, fd: int, number: int) -> None:
+    def __init__(self, history: ReflectHistory, fd: int, number: int, checked: tuple[str, ...] = (),
+                 unsafe: Exception | None = None) -> None:
         self._history, self._fd, self._number = history, fd, number
+        self.checked, self.unsafe = checked, unsafe
 
     def covered(self) -> bool:
         """Whether an fsync that began after this append was written has ended."""
@@ -129,9 +132,11 @@ class ReflectHistory:
         when its session is full."""
         self.append_unsynced(result).wait()
 
-    def append_unsynced(self, result: ReflectResult) -> Unsynced:
+    def append_unsynced(self, result: ReflectResult, *, check: tuple[str, ...] = ()) -> Unsynced:
         """Add one result, written but not yet fsynced: `wait()` on the answer makes it
-        durable, outside the file lock, so that one fsync serves every append before it."""
+        durable, outside the file lock, so that one fsync serves every append before it.
+        `check`: memory files checked as `check_memory_files` checks them, on the same way
+        into the memory folder; what is wrong with them is the answer's `unsafe`."""
         line = orjson.dumps(result.to_dict()) + b"\n"
         with self._mutex, self._memory(create=True) as memory:
             assert memory is not None  # created
@@ -140,10 +145,11 @@ class ReflectHistory:
                 assert fd is not None  # O_CREAT
                 try:
                     self._append_counted(fd, result.session_id, line)
+                    unsafe = _problem_among(memory, check)
                 except BaseException:
                     os.close(fd)
                     raise
-            return Unsynced(self, fd, self._written)
+            return Unsynced(self, fd, self._written, check, unsafe)
 
     def _append_counted(self, fd: int, session_id: str, line: bytes) -> None:
         """Count, check the session's limit, append, and count the line appended: one
@@ -325,6 +331,18 @@ def _open_file(memory: int, name: str, flags: int) -> int | None:
         os.close(fd)
         raise _not_regular(shown, _KINDS.get(stat.S_IFMT(mode), "no file"))
     return fd
+
+
+def _problem_among(memory: int, names: tuple[str, ...]) -> Exception | None:
+    """What `check_memory_files` would raise for these files, or None."""
+    try:
+        for name in names:
+            fd = _open_file(memory, name, os.O_RDONLY)
+            if fd is not None:
+                os.close(fd)
+    except (UnsafeHistoryPath, OSError) as exc:
+        return exc
+    return None
 
 
 def _unsafe(exc: OSError, shown: str, *, link: bool = False) -> Exception:

@@ -104,9 +104,9 @@ def _record(project: Project, reflected: Reflected, to_memory: bool) -> tuple[Un
     """The history's line, then the memory's lesson, in one turn of the project's worker
     thread: a second turn would cost a thread hop per request. The answer waits for the
     line's fsync either way; the lesson of a line whose session was full is never written."""
-    written = project.history.append_unsynced(reflected.result)
+    written = project.history.append_unsynced(reflected.result, check=project.memory.files() if to_memory else ())
     try:
-        return written, project.memory.remember(reflected) if to_memory else None
+        return written, project.memory.remember(reflected, written) if to_memory else None
     except BaseException:
         written.close()  # no answer will be given: nothing to make durable
         raise
