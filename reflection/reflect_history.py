@@ -126,6 +126,7 @@ class ReflectHistory:
         self._synced = 0
         self._counts: Counter[str] = Counter()
         self._seen: tuple[int, int] = (-1, 0)  # (inode, bytes counted)
+        self._size = 0  # the history's size when last counted (its last line may be unfinished)
 
     def append(self, result: ReflectResult) -> None:
         """Add one result, on disk (fsynced) when this returns; ReflectionLimitReached
@@ -157,7 +158,7 @@ class ReflectHistory:
         if self._count(fd)[session_id] >= self.max_per_session:
             raise ReflectionLimitReached(session_id, self.max_per_session)
         inode, counted = self._seen
-        torn = os.fstat(fd).st_size != counted  # a line left unfinished: ours starts on a new one
+        torn = self._size != counted  # a line left unfinished: ours starts on a new one
         _write_all(fd, b"\n" + line if torn else line)
         self._written += 1
         if torn or os.fstat(fd).st_size != counted + len(line):
@@ -264,6 +265,7 @@ class ReflectHistory:
             self._counts.clear()
             counted = 0
         tail = _read_from(fd, counted, stat_.st_size)
+        self._size = counted + len(tail)  # the file's size as read
         whole = tail[: tail.rfind(b"\n") + 1]  # a line still being written is counted next time
         for raw in whole.split(b"\n"):
             record = _load(raw)
