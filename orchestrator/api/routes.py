@@ -2,8 +2,9 @@
 
 Each handler checks in the order that keeps the disk safe: the skill switch, the body
 (type, size, time, JSON, fields), the project folder against the roots, and only then a
-file. Blocking file work (the history's lock and append) runs in a worker thread, one per
-project at a time, and the append's fsync after it, shared by the appends before it: the store serialises a project's calls anyway, and a project whose
+file. Blocking file work (the history's lock and append, then the memory's lesson) runs
+in a worker thread, one per project at a time, and the append's fsync after it, shared by
+the appends before it: the store serialises a project's calls anyway, and a project whose
 files stall (a slow disk, a lock another process keeps) must not take every thread.
 """
 
