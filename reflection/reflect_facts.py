@@ -26,6 +26,9 @@ _EXTENSIONS = (
     "|md|rst|txt|json|ya?ml|toml|ini|cfg|html|css|scss|vue|svelte|lock"
 )
 _PATH = re.compile(rf"(?<![\w/.:@-])((?:[\w.-]+/)*[\w-][\w.-]*\.(?:{_EXTENSIONS}))(?![\w/-])")
+# How every path ends. Its search skips from one "." to the next, where _PATH tries each
+# word: it finds the lines a path can be on (no path holds a line end or needs one beside it).
+_PATH_END = re.compile(rf"\.(?:{_EXTENSIONS})(?![\w/-])")
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|test_[\w-]+\.|[\w-]+_test\.|[\w.-]+\.(?:test|spec)\.)")
 _TOOL_PREFIX = re.compile(r"^\s*\[?([A-Za-z][\w-]{1,40})\]?:")
 _WRITE_TOOL = re.compile(r"^(?!.*todo)(?=.*(?:write|edit|creat|patch|replace|insert|apply|save))", re.IGNORECASE)
@@ -63,9 +66,16 @@ _LANGUAGES = {"py": "python", "python": "python", "python3": "python", "pyi": "p
 
 
 class Turn(Protocol):
-    role: str
-    content: str
-    name: str | None
+    """A turn as read here: a request's `Message`, or a redacted copy of one (read only)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def name(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -103,7 +113,7 @@ def writes_of(conversation: Sequence[Turn]) -> Writes:
         if turn.role not in ("assistant", "tool"):
             continue
         text = turn.content
-        diffs = _DIFF_FILE.findall(text)
+        diffs = _DIFF_FILE.findall(text) if "+++ b/" in text or "diff --git a/" in text else []
         written += diffs + _WROTE.findall(text)
         if diffs:  # a diff names its files exactly: its a/ and b/ paths are not more files
             code += _diff_code(text)
@@ -117,20 +127,23 @@ def writes_of(conversation: Sequence[Turn]) -> Writes:
 
 def _tool_turn(turn: Turn, written: list[str], read: list[str], code: list[CodeSeen]) -> None:
     name = tool_name(turn)
-    paths = _paths(turn.content)
     viewed = bool(_VIEWED.search(turn.content)) and not _EDITED.search(turn.content)
     if _WRITE_TOOL.search(name) and not viewed:
+        paths = _paths(turn.content)
         written += paths
         if _CODE_SIGN.search(turn.content):
             code.append(CodeSeen(paths[0] if paths else None, _language("", paths), turn.content, whole=False))
     elif viewed or _READ_TOOL.search(name):
-        read += paths
+        read += _paths(turn.content)  # a tool that neither writes nor reads (a shell) names no file of its own
 
 
 def _assistant_turn(text: str, written: list[str], read: list[str], code: list[CodeSeen]) -> None:
     prose = _FENCE.sub(" ", text)
-    for sentence in _SENTENCE.split(prose):
-        _sentence_paths(sentence, written, read)
+    # Sentences split at spaces and line ends, which no path holds or needs beside it: a
+    # prose without a path has no sentence with one, and most have none.
+    if _PATH_END.search(prose):
+        for sentence in _SENTENCE.split(prose):
+            _sentence_paths(sentence, written, read)
     for match in _FENCE.finditer(text):
         before = text[: match.start()].rstrip().rsplit("\n", 1)[-1]
         paths = _paths(before)
@@ -142,9 +155,12 @@ def _assistant_turn(text: str, written: list[str], read: list[str], code: list[C
 
 def _sentence_paths(sentence: str, written: list[str], read: list[str]) -> None:
     """Each path takes the mood of the verb nearest before it: writing, reading, or none."""
+    paths = list(_PATH.finditer(sentence))
+    if not paths:
+        return
     marks = sorted([(m.start(), "write") for m in _WRITE_VERB.finditer(sentence)]
                    + [(m.start(), "read") for m in _READ_VERB.finditer(sentence)])
-    for match in _PATH.finditer(sentence):
+    for match in paths:
         if "://" in sentence[max(0, match.start() - 12): match.start()]:
             continue  # part of a URL
         mood = next((kind for at, kind in reversed(marks) if at < match.start()), None)
@@ -167,7 +183,17 @@ def _diff_code(text: str) -> list[CodeSeen]:
 
 
 def _paths(text: str) -> list[str]:
-    return [p for p in _PATH.findall(text) if "://" not in p]
+    """The paths in `text`, read only on the lines that end one."""
+    found: list[str] = []
+    line_end = -1
+    for end in _PATH_END.finditer(text):
+        if end.start() < line_end:
+            continue  # on a line read already
+        line_start = text.rfind("\n", 0, end.start()) + 1
+        line_end = text.find("\n", end.end())
+        line_end = len(text) if line_end < 0 else line_end
+        found += (p for p in _PATH.findall(text, line_start, line_end) if "://" not in p)
+    return found
 
 
 def _language(tag: str, paths: Sequence[str]) -> str:
@@ -216,13 +242,16 @@ _TEST_RUN_WORDS = ("test", "jest", "mocha", "passed", "failed")
 _PASSING_WORDS = ("pass", "ok (")
 
 
-def _may(text: str, words: tuple[str, ...]) -> bool:
-    lowered = text.lower()
-    return any(word in lowered for word in words)
+def _holds(lowered: str, words: tuple[str, ...]) -> bool:
+    """Whether a lower-cased text holds one of `words`."""
+    for word in words:
+        if word in lowered:
+            return True
+    return False
 
 
-def _passing(text: str) -> bool:
-    return _may(text, _PASSING_WORDS) and bool(_PASSING.search(text))
+def _passing(text: str, lowered: str) -> bool:
+    return _holds(lowered, _PASSING_WORDS) and bool(_PASSING.search(text))
 
 
 @dataclass(frozen=True)
@@ -251,13 +280,15 @@ def facts_of(conversation: Sequence[Turn]) -> ConversationFacts:
     last_error, last_pass, last_test = -1, -1, None
     errors: list[str] = []
     for index, message in enumerate(worked):
-        found = _error_patterns(message.content)
+        text = message.content
+        lowered = text.lower()
+        found = _error_patterns(text, lowered)
         errors.extend(found)
         last_error = index if found else last_error
-        if not found and (_passing(message.content) or _claims_done(message)):
+        if not found and (_passing(text, lowered) or _claims_done(message)):
             last_pass = index  # a pass, or the assistant saying it fixed what came before
-        if _may(message.content, _TEST_RUN_WORDS) and _TEST_RUN.search(message.content):
-            last_test = message.content
+        if _holds(lowered, _TEST_RUN_WORDS) and _TEST_RUN.search(text):
+            last_test = (text, lowered)
     assistant = [m for m in conversation if m.role == "assistant"]
     closing = assistant[-1].content if assistant else ""
     writes = writes_of(conversation)
@@ -267,7 +298,7 @@ def facts_of(conversation: Sequence[Turn]) -> ConversationFacts:
         tools=unique(tool_name(m) for m in conversation if m.role == "tool"),
         errors=unique(errors),
         tests_run=last_test is not None,
-        tests_passing=last_test is not None and _passing(last_test) and not _error_patterns(last_test),
+        tests_passing=last_test is not None and _passing(*last_test) and not _error_patterns(*last_test),
         claims_done=bool(assistant) and _claims_done(assistant[-1]),
         unresolved_error=last_error > last_pass or bool(_NOT_DONE.search(closing)),
         assistant_turns=len(assistant),
@@ -278,9 +309,10 @@ def _claims_done(message: Turn) -> bool:
     return message.role == "assistant" and bool(_DONE.search(message.content)) and not _NOT_DONE.search(message.content)
 
 
-def _error_patterns(text: str) -> list[str]:
-    """The error kinds in one message: families (tracebacks, failing tests) and named errors."""
-    if not _may(text, _ERROR_WORDS):
+def _error_patterns(text: str, lowered: str) -> list[str]:
+    """The error kinds in one message (`lowered`: the same lower-cased): families
+    (tracebacks, failing tests) and named errors."""
+    if not _holds(lowered, _ERROR_WORDS):
         return []
     found = [kind for kind, pattern in _ERRORS if pattern.search(text)]
     named = unique(a or b for a, b in _NAMED_ERROR.findall(text))

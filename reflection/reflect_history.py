@@ -79,10 +79,13 @@ class Archived:
 
 
 class Unsynced:
-    """An append written to the history but not yet fsynced."""
+    """An append written to the history but not yet fsynced; with what was wrong, if
+    anything, with the memory files it was asked to check on its way (`checked`)."""
 
-    def __init__(self, history: ReflectHistory, fd: int, number: int) -> None:
+    def __init__(self, history: ReflectHistory, fd: int, number: int, checked: tuple[str, ...] = (),
+                 unsafe: Exception | None = None) -> None:
         self._history, self._fd, self._number = history, fd, number
+        self.checked, self.unsafe = checked, unsafe
 
     def covered(self) -> bool:
         """Whether an fsync that began after this append was written has ended."""
@@ -123,29 +126,46 @@ class ReflectHistory:
         self._synced = 0
         self._counts: Counter[str] = Counter()
         self._seen: tuple[int, int] = (-1, 0)  # (inode, bytes counted)
+        self._size = 0  # the history's size when last counted (its last line may be unfinished)
 
     def append(self, result: ReflectResult) -> None:
         """Add one result, on disk (fsynced) when this returns; ReflectionLimitReached
         when its session is full."""
         self.append_unsynced(result).wait()
 
-    def append_unsynced(self, result: ReflectResult) -> Unsynced:
+    def append_unsynced(self, result: ReflectResult, *, check: tuple[str, ...] = ()) -> Unsynced:
         """Add one result, written but not yet fsynced: `wait()` on the answer makes it
-        durable, outside the file lock, so that one fsync serves every append before it."""
+        durable, outside the file lock, so that one fsync serves every append before it.
+        `check`: memory files checked as `check_memory_files` checks them, on the same way
+        into the memory folder; what is wrong with them is the answer's `unsafe`."""
         line = orjson.dumps(result.to_dict()) + b"\n"
         with self._mutex, self._memory(create=True) as memory:
             assert memory is not None  # created
             with _locked(memory, self.lock_wait_s):
-                if self._refresh(memory)[result.session_id] >= self.max_per_session:
-                    raise ReflectionLimitReached(result.session_id, self.max_per_session)
-                fd = _append_line(memory, line)
-                self._written += 1
+                fd = _open_file(memory, HISTORY_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+                assert fd is not None  # O_CREAT
                 try:
-                    self._refresh(memory)  # reads back just this line (and a torn one's end, if any)
+                    self._append_counted(fd, result.session_id, line)
+                    unsafe = _problem_among(memory, check)
                 except BaseException:
                     os.close(fd)
                     raise
-            return Unsynced(self, fd, self._written)
+            return Unsynced(self, fd, self._written, check, unsafe)
+
+    def _append_counted(self, fd: int, session_id: str, line: bytes) -> None:
+        """Count, check the session's limit, append, and count the line appended: one
+        descriptor for all of it (caller holds the lock)."""
+        if self._count(fd)[session_id] >= self.max_per_session:
+            raise ReflectionLimitReached(session_id, self.max_per_session)
+        inode, counted = self._seen
+        torn = self._size != counted  # a line left unfinished: ours starts on a new one
+        _write_all(fd, b"\n" + line if torn else line)
+        self._written += 1
+        if torn or os.fstat(fd).st_size != counted + len(line):
+            self._count(fd)  # read back: the torn line's end, or a writer that took no lock
+        else:
+            self._counts[session_id] += 1  # the file holds what was counted, then just this line
+            self._seen = (inode, counted + len(line))
 
     def _make_durable(self, fd: int, number: int) -> None:
         with self._sync_mutex:
@@ -232,14 +252,20 @@ class ReflectHistory:
             self._counts.clear()
             self._seen = (-1, 0)
             return self._counts
-        with open(fd, "rb") as handle:
-            stat_ = os.fstat(fd)  # of the file opened, even if it was just archived
-            inode, counted = self._seen
-            if inode != stat_.st_ino or stat_.st_size < counted:
-                self._counts.clear()
-                counted = 0
-            handle.seek(counted)
-            tail = handle.read(stat_.st_size - counted)
+        try:
+            return self._count(fd)
+        finally:
+            os.close(fd)
+
+    def _count(self, fd: int) -> Counter[str]:
+        """`_refresh` on the history file opened as `fd`."""
+        stat_ = os.fstat(fd)  # of the file opened, even if it was just archived
+        inode, counted = self._seen
+        if inode != stat_.st_ino or stat_.st_size < counted:
+            self._counts.clear()
+            counted = 0
+        tail = _read_from(fd, counted, stat_.st_size)
+        self._size = counted + len(tail)  # the file's size as read
         whole = tail[: tail.rfind(b"\n") + 1]  # a line still being written is counted next time
         for raw in whole.split(b"\n"):
             record = _load(raw)
@@ -271,16 +297,18 @@ def _open_folder_path(folder: Path) -> int:
 
 
 def _child_folder(parent: int, name: str, shown: str, *, create: bool, flags: int) -> int | None:
-    if create:
-        with suppress(FileExistsError):  # also when `name` is a link: the open below refuses it
-            os.mkdir(name, dir_fd=parent)
     try:
         return os.open(name, flags, dir_fd=parent)
     except FileNotFoundError:
-        if create:
-            raise
-        return None
+        if not create:
+            return None
     except OSError as exc:  # O_PATH opens a link as itself, so O_DIRECTORY says ENOTDIR
+        raise _unsafe(exc, shown, link=_is_link(parent, name)) from None
+    with suppress(FileExistsError):  # made meanwhile, or a link made meanwhile: the open refuses it
+        os.mkdir(name, dir_fd=parent)
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except OSError as exc:
         raise _unsafe(exc, shown, link=_is_link(parent, name)) from None
 
 
@@ -305,6 +333,18 @@ def _open_file(memory: int, name: str, flags: int) -> int | None:
         os.close(fd)
         raise _not_regular(shown, _KINDS.get(stat.S_IFMT(mode), "no file"))
     return fd
+
+
+def _problem_among(memory: int, names: tuple[str, ...]) -> Exception | None:
+    """What `check_memory_files` would raise for these files, or None."""
+    try:
+        for name in names:
+            fd = _open_file(memory, name, os.O_RDONLY)
+            if fd is not None:
+                os.close(fd)
+    except (UnsafeHistoryPath, OSError) as exc:
+        return exc
+    return None
 
 
 def _unsafe(exc: OSError, shown: str, *, link: bool = False) -> Exception:
@@ -353,22 +393,23 @@ def _flock_within(fd: int, wait_s: float) -> None:
             time.sleep(0.01)
 
 
-def _append_line(memory: int, line: bytes) -> int:
-    """One write with O_APPEND, on a line of its own even after a torn write; the open
-    descriptor, for the caller to fsync and close."""
-    fd = _open_file(memory, HISTORY_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT)
-    assert fd is not None  # O_CREAT
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line
-        written = os.write(fd, line)
-        while written < len(line):
-            written += os.write(fd, line[written:])
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+def _write_all(fd: int, data: bytes) -> None:
+    """One write with O_APPEND (a short one finished by more)."""
+    written = os.write(fd, data)
+    while written < len(data):
+        written += os.write(fd, data[written:])
+
+
+def _read_from(fd: int, start: int, end: int) -> bytes:
+    """The bytes of `fd` from `start` up to `end` (fewer if the file is shorter)."""
+    parts = []
+    while start < end:
+        part = os.pread(fd, end - start, start)
+        if not part:
+            break
+        parts.append(part)
+        start += len(part)
+    return b"".join(parts)
 
 
 def _read(memory: int) -> bytes:

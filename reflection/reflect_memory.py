@@ -12,15 +12,20 @@ something in the same way a task did, so it leaves the same kind of record:
 - nothing when there is nothing to teach: a clean pass (unless "always"), a weak
   reflection without an improvement, or `success_procedures="never"` for successes.
 
-Its `taskId` is `reflect:<sessionId>`, its `agent` "reflect-api", and every text goes
-through `fit_text` (redacted, then cut) like every other record.
+Its `taskId` is `reflect:<sessionId>`, its `agent` "reflect-api", and every text is cut
+to the record's limits like every other record's. The reflection's own sentences
+(insights, reasoning, improvements, strengths) are not redacted again (`fit_redacted`):
+they were made from the redacted conversation and its history line holds them as they
+are, and redaction is the dear part of a lesson. The pieces cut out of a redacted text
+(the task's first line, the file paths) are, through `fit_text`: out of their context
+they are short and cheap to check once more.
 """
 
 from __future__ import annotations
 
 from reflection.outcome import OutcomeReflection, SuccessProcedures
 from reflection.reflect_skill import Reflected
-from reflection.schema import ITEM_CHARS, TEXT_CHARS, fit_text
+from reflection.schema import ITEM_CHARS, TEXT_CHARS, fit_redacted, fit_text
 
 AGENT = "reflect-api"
 TASK_PREFIX = "reflect:"
@@ -32,11 +37,11 @@ def lesson_of(reflected: Reflected, *, success_procedures: SuccessProcedures = "
     result, facts = reflected.result, reflected.facts
     common = {
         "session_id": result.session_id,
-        "task_id": fit_text(TASK_PREFIX + result.session_id, ITEM_CHARS),
+        "task_id": fit_redacted(TASK_PREFIX + result.session_id, ITEM_CHARS),
         "agent": AGENT,
         "title": fit_text(_title(reflected), ITEM_CHARS),
         "files": [fit_text(path, ITEM_CHARS) for path in facts.files[:20]],
-        "what_happened": fit_text("; ".join(result.insights), TEXT_CHARS) or None,
+        "what_happened": fit_redacted("; ".join(result.insights), TEXT_CHARS) or None,
         "source": result.source,
     }
     if not result.satisfactory:
@@ -44,15 +49,15 @@ def lesson_of(reflected: Reflected, *, success_procedures: SuccessProcedures = "
             return None
         weak = [c.reasoning for c in result.criterion_scores if c.name in reflected.weak]
         return OutcomeReflection(outcome="partial", **common,
-                                 what_went_wrong=fit_text(" ".join(weak), TEXT_CHARS) or None,
-                                 what_to_do_differently=fit_text("; ".join(result.improvements), TEXT_CHARS))
+                                 what_went_wrong=fit_redacted(" ".join(weak), TEXT_CHARS) or None,
+                                 what_to_do_differently=fit_redacted("; ".join(result.improvements), TEXT_CHARS))
     met_errors = bool(facts.errors)
     if success_procedures == "never" or (success_procedures == "after_failure" and not met_errors):
         return None
     how = "; ".join(result.strengths) or "the session met the bar"
     errors = f" after {', '.join(facts.errors[:3])} on the way" if met_errors else ""
-    return OutcomeReflection(outcome="success", **common, strategy=fit_text(f"{how}{errors}", TEXT_CHARS),
-                             why_it_worked=fit_text(_why(reflected), TEXT_CHARS) or None)
+    return OutcomeReflection(outcome="success", **common, strategy=fit_redacted(f"{how}{errors}", TEXT_CHARS),
+                             why_it_worked=fit_redacted(_why(reflected), TEXT_CHARS) or None)
 
 
 def _title(reflected: Reflected) -> str:

@@ -32,7 +32,7 @@ from reflection.pattern.criteria import QualityCriterion
 from reflection.pattern.evaluation import CriterionScore, weighted_score
 from reflection.pattern.judge import Judged, judge_with_model
 from reflection.redact import redact
-from reflection.reflect_facts import ConversationFacts, facts_of, unique
+from reflection.reflect_facts import ConversationFacts, Turn, facts_of, unique
 from reflection.schema import CamelModel
 from reflection.text import english_list, one_line
 
@@ -223,6 +223,16 @@ def _count(n: int, noun: str) -> str:
 # -- the skill ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class RedactedTurn:
+    """A turn as the heuristic and a judge read it; a plain record, since what it holds
+    was validated as a `Message` already."""
+
+    role: str
+    content: str
+    name: str | None
+
+
 @dataclass(frozen=True)
 class Reflected:
     """A reflection with what it was read from: the facts and the (redacted) task, which the
@@ -256,8 +266,7 @@ async def reflect_and_read(
     started = time.perf_counter()
     # Secrets go before anything reads the conversation: the heuristic, a model, the store.
     # A turn's fields are its role (one of four words), its content and its tool's name.
-    conversation = [m.model_copy(update={"content": redact(m.content), "name": m.name and redact(m.name)})
-                    for m in request.conversation]
+    conversation = [RedactedTurn(m.role, redact(m.content), m.name and redact(m.name)) for m in request.conversation]
     task = redact(request.task_description)
     facts = facts_of(conversation)
     scores = heuristic_scores(facts, criteria)
@@ -270,14 +279,14 @@ async def reflect_and_read(
 
 
 async def _judge(
-    model: ChatModel, criteria: Sequence[QualityCriterion], conversation: Sequence[Message], task: str
+    model: ChatModel, criteria: Sequence[QualityCriterion], conversation: Sequence[Turn], task: str
 ) -> Judged | None:
     judgeable = [c for c in criteria if c.evaluator == "llm"]
     judged = await judge_with_model(model, judgeable, transcript(conversation), task=task)
     return judged if judged is not None and judged.scores else None
 
 
-def transcript(conversation: Sequence[Message]) -> str:
+def transcript(conversation: Sequence[Turn]) -> str:
     """The conversation as the judge reads it: one block per turn."""
     return "\n\n".join(f"[{m.role}{':' + m.name if m.name else ''}]\n{m.content}" for m in conversation)
 

@@ -113,7 +113,13 @@ def fit_text(text: str, limit: int) -> str:
     would be kept, and because a placeholder can be longer than what it replaced. A cut
     that falls inside a placeholder drops all of it rather than leave "[REDACTED:op…".
     """
-    whole = joined_lines(redact(text))
+    return fit_redacted(redact(text), limit)
+
+
+def fit_redacted(text: str, limit: int) -> str:
+    """`fit_text` for a text already redacted, such as one made of a redacted
+    conversation's words: redaction is the dear part, and it is idempotent."""
+    whole = joined_lines(text)
     cut = shorten(whole, limit)
     head = cut.rfind(_PLACEHOLDER_HEAD)
     if cut != whole and head >= 0 and "]" not in cut[head:]:

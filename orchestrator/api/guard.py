@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import hmac
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -118,7 +119,9 @@ def project_folder(raw: str, roots: tuple[Path, ...]) -> Path:
         raise ApiError(400, "projectPath must not contain a NUL character")
     if not Path(raw).is_absolute():
         raise ApiError(400, "projectPath must be an absolute path")
-    folder = Path(raw).resolve()  # `..` and every symlink on the way, before any other access
+    # `..` and every symlink on the way, before any other access. A symlink loop is left
+    # in, and is then no folder (404): Path.resolve would stat once more only to raise.
+    folder = Path(os.path.realpath(raw))
     if not any(folder.is_relative_to(root) for root in roots):
         raise ApiError(403, "projectPath is outside the folders this server may use (its --root folders)")
     if not folder.is_dir():

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reflection.fileio import LockTimeout
-from reflection.reflect_history import ReflectHistory, UnsafeHistoryPath
+from reflection.reflect_history import ReflectHistory, UnsafeHistoryPath, Unsynced
 
 if TYPE_CHECKING:  # the config and the store are loaded by the first reflection, not at start-up
     from orchestrator.config import ProjectConfig
@@ -48,9 +48,21 @@ class MemoryFeed:
         self._loaded: tuple[tuple[int, int, int] | None, ProjectConfig] | None = None
         self._lock = threading.Lock()
 
-    def remember(self, reflected: Reflected) -> Remembered:
+    def files(self) -> tuple[str, ...]:
+        """The memory files a lesson is written to by path (the JSONL store's), for the
+        history's append to check on its way there; none for a database, or when
+        project.json cannot be used (`remember` says why)."""
         from orchestrator.config import ConfigError, memory_store_url
-        from reflection.backends import REFLECTIONS
+
+        try:
+            return () if memory_store_url(self._config().memory.store) else _jsonl_files()
+        except ConfigError:
+            return ()
+
+    def remember(self, reflected: Reflected, written: Unsynced | None = None) -> Remembered:
+        """The reflection's lesson kept, or why not. `written`: the history's append of the
+        same reflection, when it checked the memory files on its way (one walk, not two)."""
+        from orchestrator.config import ConfigError, memory_store_url
         from reflection.postgres.connection import PostgresUnavailable
         from reflection.reflect_memory import lesson_of
 
@@ -66,7 +78,7 @@ class MemoryFeed:
             return Remembered(None, "nothing to learn: no improvement to keep, or a pass without a failure on the way")
         try:
             if url is None:
-                self.history.check_memory_files(REFLECTIONS, REFLECTIONS + ".lock")
+                _check(self.history, written)
             self._store_for(config, url).append_outcome(lesson)
         except UnsafeHistoryPath as exc:
             return Remembered(None, str(exc))
@@ -105,3 +117,19 @@ class MemoryFeed:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+
+
+def _jsonl_files() -> tuple[str, str]:
+    from reflection.backends import REFLECTIONS  # loaded by the first reflection, as the store is
+
+    return REFLECTIONS, REFLECTIONS + ".lock"
+
+
+def _check(history: ReflectHistory, written: Unsynced | None) -> None:
+    """UnsafeHistoryPath (or an OSError) when a JSONL memory file is a link or no regular
+    file; the append's finding when it checked the same files on its way, else a walk."""
+    files = _jsonl_files()
+    if written is None or written.checked != files:
+        history.check_memory_files(*files)
+    elif written.unsafe is not None:
+        raise written.unsafe

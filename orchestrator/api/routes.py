@@ -2,8 +2,9 @@
 
 Each handler checks in the order that keeps the disk safe: the skill switch, the body
 (type, size, time, JSON, fields), the project folder against the roots, and only then a
-file. Blocking file work (the history's lock and append) runs in a worker thread, one per
-project at a time, and the append's fsync after it, shared by the appends before it: the store serialises a project's calls anyway, and a project whose
+file. Blocking file work (the history's lock and append, then the memory's lesson) runs
+in a worker thread, one per project at a time, and the append's fsync after it, shared by
+the appends before it: the store serialises a project's calls anyway, and a project whose
 files stall (a slow disk, a lock another process keeps) must not take every thread.
 """
 
@@ -22,14 +23,14 @@ from starlette.responses import Response
 
 from orchestrator.api.errors import ApiError, JsonBody
 from orchestrator.api.guard import project_folder, read_body, require_json
-from orchestrator.api.memory_feed import MemoryFeed
+from orchestrator.api.memory_feed import MemoryFeed, Remembered
 from orchestrator.api.openapi import openapi_document
 from orchestrator.api.schemas import ClearResponse, HealthResponse, MemoryNote, ReflectResponse
 from orchestrator.api.settings import ApiSettings
 from reflection.fileio import LockTimeout
 from reflection.redact import redact
 from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath, Unsynced
-from reflection.reflect_skill import ReflectRequest, reflect_and_read
+from reflection.reflect_skill import Reflected, ReflectRequest, reflect_and_read
 
 T = TypeVar("T")
 
@@ -92,13 +93,24 @@ async def reflect(request: Request) -> Response:
     reflected = await reflect_and_read(asked, criteria=config.criteria, threshold=config.threshold,
                                        model=state.settings.model)
     try:
-        written = await on_disk(project, project.history.append_unsynced, reflected.result)
+        written, kept = await on_disk(project, _record, project, reflected, config.to_memory)
     except ReflectionLimitReached as exc:
         raise ApiError(409, str(exc)) from None
     await durable(project, written)
-    kept = await on_disk(project, project.memory.remember, reflected) if config.to_memory else None
     memory = MemoryNote(lesson_id=kept.lesson_id, reason=kept.reason) if kept else None
     return _ok(ReflectResponse(result=reflected.result, memory=memory))
+
+
+def _record(project: Project, reflected: Reflected, to_memory: bool) -> tuple[Unsynced, Remembered | None]:
+    """The history's line, then the memory's lesson, in one turn of the project's worker
+    thread: a second turn would cost a thread hop per request. The answer waits for the
+    line's fsync either way; the lesson of a line whose session was full is never written."""
+    written = project.history.append_unsynced(reflected.result, check=project.memory.files() if to_memory else ())
+    try:
+        return written, project.memory.remember(reflected, written) if to_memory else None
+    except BaseException:
+        written.close()  # no answer will be given: nothing to make durable
+        raise
 
 
 async def durable(project: Project, written: Unsynced) -> None:

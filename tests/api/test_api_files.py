@@ -68,6 +68,14 @@ async def test_a_linked_project_folder_inside_the_root_still_works(asgi: Serve, 
     assert answer.status_code == 200 and history_file(project).exists()
 
 
+async def test_a_project_path_through_a_symlink_loop_names_no_folder(asgi: Serve, root: Path) -> None:
+    (root / "a").symlink_to(root / "b")
+    (root / "b").symlink_to(root / "a")
+    async with asgi() as client:
+        answer = await client.post(REFLECT, json=reflect_body(root / "a" / "proj"))
+    assert answer.status_code == 404 and answer.json()["error"] == "projectPath names no folder on this machine"
+
+
 async def test_a_folder_where_the_history_file_belongs_is_refused(asgi: Serve, project: Path) -> None:
     history_file(project).mkdir(parents=True)
     async with asgi() as client:

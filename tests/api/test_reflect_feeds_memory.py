@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
-from apikit import REFLECT, Serve, reflect_body
+from apikit import REFLECT, Serve, history_file, reflect_body
 from projects import FIX_ADD, WRONG_ADD, do_one_task, events_of, goldenloop, init_repo, make_project, task
 
 MEMORY = Path(".openagents") / "memory"
@@ -81,14 +81,26 @@ def test_a_clean_pass_teaches_nothing_and_the_switch_turns_the_feed_off(serve: S
     assert _records(project) == []
 
 
-def test_a_linked_memory_file_is_never_written_through(serve: Serve, project: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["reflections.jsonl", "reflections.jsonl.lock"])
+def test_a_linked_memory_file_is_never_written_through(serve: Serve, project: Path, tmp_path: Path,
+                                                       name: str) -> None:
     elsewhere = tmp_path / "elsewhere.jsonl"
     elsewhere.write_text("")
     (project / MEMORY).mkdir(parents=True)
-    os.symlink(elsewhere, project / MEMORY / "reflections.jsonl")
+    os.symlink(elsewhere, project / MEMORY / name)
     answer = _reflect(serve, project, STUCK)
-    assert answer["memory"]["lessonId"] is None and "symbolic link" in answer["memory"]["reason"]
-    assert elsewhere.read_text() == ""
+    assert answer["memory"] == {"lessonId": None, "reason": f"the project's .openagents/memory/{name} is a symbolic "
+                                                            "link; this server follows no link inside .openagents/memory"}
+    assert elsewhere.read_text() == "" and answer["result"]["sessionId"] == "session-9"
+    assert len(history_file(project).read_bytes().splitlines()) == 1  # the reflection itself is kept
+
+
+def test_a_folder_for_the_memory_file_costs_the_lesson_only(serve: Serve, project: Path) -> None:
+    (project / MEMORY / "reflections.jsonl").mkdir(parents=True)
+    answer = _reflect(serve, project, STUCK)
+    assert answer["memory"]["lessonId"] is None and answer["memory"]["reason"] == (
+        "the project's .openagents/memory/reflections.jsonl is a folder, not a regular file; "
+        "this server uses only regular files there")
 
 
 def test_a_project_json_edited_while_the_server_runs_is_read_again(serve: Serve, root: Path) -> None:

@@ -75,6 +75,24 @@ def test_a_torn_line_is_skipped_and_the_next_record_starts_on_its_own_line(tmp_p
     assert store.count_for("a") == 0
 
 
+def test_a_store_counts_its_own_appends_as_a_fresh_reading_does(tmp_path: Path) -> None:
+    # Its own line is counted without reading it back, unless the file ended otherwise than counted.
+    store = ReflectHistory(tmp_path, max_per_session=3)
+    store.append(_result("a"))
+    store.append(_result("b"))
+    with store.path.open("ab") as handle:
+        handle.write(ReflectHistory(tmp_path).path.read_bytes().splitlines(keepends=True)[0])  # another writer's "a"
+    store.append(_result("a"))
+    with store.path.open("ab") as handle:
+        handle.write(b'{"sessionId": "a", "torn')
+    store.append(_result("b"))
+    with pytest.raises(ReflectionLimitReached):
+        store.append(_result("a"))
+    fresh = ReflectHistory(tmp_path, max_per_session=3)
+    assert [store.count_for(s) for s in "ab"] == [fresh.count_for(s) for s in "ab"] == [3, 2]
+    assert [r["sessionId"] for r in fresh.records()] == ["b", "a", "a", "b", "a"]
+
+
 @pytest.mark.parametrize("limit", [0, -1])
 def test_a_store_needs_room_for_one(tmp_path: Path, limit: int) -> None:
     with pytest.raises(ValueError):
