@@ -36,6 +36,11 @@ class _Server(uvicorn.Server):
         self.listening.set()
 
 
+# Only a guard against a hang: a busy machine may take many seconds for a first request
+# that imports litellm, and no test here is about speed.
+_PATIENCE_S = 120
+
+
 @asynccontextmanager
 async def serving(settings: ApiSettings) -> AsyncIterator[httpx.AsyncClient]:
     listener = listen("127.0.0.1", 0)
@@ -44,9 +49,9 @@ async def serving(settings: ApiSettings) -> AsyncIterator[httpx.AsyncClient]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     try:
-        if not await anyio.to_thread.run_sync(server.listening.wait, 10):
-            raise RuntimeError("uvicorn did not start within 10 s")
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        if not await anyio.to_thread.run_sync(server.listening.wait, _PATIENCE_S):
+            raise RuntimeError(f"uvicorn did not start within {_PATIENCE_S} s")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=_PATIENCE_S) as client:
             yield client
     finally:
         server.should_exit = True
