@@ -34,20 +34,18 @@ import pstats
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
-from benchkit import Usage, backlog_repo, floor_then, git, init_repo, paired_ratio, precompile, run_measured
+from benchkit import Usage, backlog_repo, console, floor_then, git, init_repo, paired_ratio, precompile, run_measured
 
 from orchestrator.batch.engine import Budget, OvernightOptions, RepoReport, run_overnight_async
 from orchestrator.batch.worktree import Worktrees
 from orchestrator.session import Overrides
 from reflection.scripted import register_scripted_provider, reset_scripted_state
 
-BIN = Path(sys.executable).parent  # the virtualenv's console scripts sit next to its python
 # A new file per task ($$: the agent shell's own pid), so that every task has a change to commit.
 AGENT_COMMAND = 'test -s {prompt_file} && echo hello > "hello_$$.txt"'
 # The same work by hand, task after task: what a user's script would do.
@@ -113,7 +111,7 @@ def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
         run = run_measured(floor_then(SHELL_LOOP, str(work), str(tasks)))
     else:
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        run = run_measured([str(BIN / "overnight"), "--parallel", what, str(work)], env)
+        run = run_measured([*console("overnight"), "--parallel", what, str(work)], env)
         board = (work / ".openagents" / "tasks.jsonl").read_text()
         assert board.count('"status":"closed"') == tasks, f"overnight --parallel {what}: not every task closed"
     assert run.code == 0, f"{what} exited {run.code}"
