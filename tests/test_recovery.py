@@ -96,14 +96,15 @@ def alive(pid: int) -> bool:
 
 
 def git_that_kills_its_caller(tmp_path: Path, when: str) -> str:
-    """A PATH whose `git` SIGKILLs goldenloop right after a command whose arguments match
-    the shell pattern `when` and that works on the user's index (not a scratch one) has
-    run: the kill lands between two git steps, every time."""
+    """A PATH whose `git` SIGKILLs goldenloop right after a command whose arguments (after
+    git's own options) match the shell pattern `when` and that works on the user's index
+    (not a scratch one) has run: the kill lands between two git steps, every time."""
     wrapper = tmp_path / "bin"
     wrapper.mkdir()
     real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
     (wrapper / "git").write_text(
-        f'#!/bin/sh\ncase "$*" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ {real_git} "$@"; kill -9 $PPID; exit 1; }};; '
+        '#!/bin/sh\ncmd="$*"\nwhile case "$cmd" in --*) true;; *) false;; esac; do cmd="${cmd#* }"; done\n'
+        f'case "$cmd" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ {real_git} "$@"; kill -9 $PPID; exit 1; }};; '
         f'esac\nexec {real_git} "$@"\n')
     (wrapper / "git").chmod(0o755)
     return f"{wrapper}:{os.environ['PATH']}"

@@ -36,7 +36,9 @@ IDENTITY_KEYS = r"^(user|author|committer)\.(name|email)$"
 TRUNCATION_MARKER = "\n[... diff truncated: {shown} of {total} bytes shown ...]\n"
 
 # Paths are file names, never globs; no optional locks so we don't fight the user's git.
-_BASE_ENV = {"GIT_LITERAL_PATHSPECS": "1", "GIT_OPTIONAL_LOCKS": "0"}
+# Given as options rather than variables: a command with no environment of its own
+# inherits ours as it is, with no copy of it built and encoded per process.
+_GIT = ("git", "--literal-pathspecs", "--no-optional-locks")
 # A patch must be machine-applicable whatever the user's diff configuration says.
 _DIFF_FLAGS = (
     "--no-color",
@@ -83,7 +85,7 @@ def _run(args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None) ->
     """One git command; paths that are not UTF-8 survive as surrogate escapes (os.fsdecode)."""
     try:
         return subprocess.run(
-            ["git", *args], cwd=cwd, env={**os.environ, **_BASE_ENV, **(env or {})},
+            [*_GIT, *args], cwd=cwd, env={**os.environ, **env} if env else None,
             capture_output=True, text=True, encoding="utf-8", errors="surrogateescape",
             stdin=subprocess.DEVNULL, check=False,
         )
@@ -136,7 +138,7 @@ class GitPlumbing:
     def _objects(self, *args: str, data: bytes = b"") -> bytes:
         """A git command fed `data` on its standard input; its output as bytes (object work)."""
         try:
-            done = subprocess.run(["git", *args], cwd=self.root, env={**os.environ, **_BASE_ENV}, input=data,
+            done = subprocess.run([*_GIT, *args], cwd=self.root, input=data,
                                   capture_output=True, check=False)
         except FileNotFoundError:
             raise RepoError("git is not installed (or not on PATH); goldenloop needs it") from None
@@ -161,22 +163,26 @@ class GitPlumbing:
         return set(_split_z(listed))
 
     @contextmanager
-    def _scratch_index(self, rev: str, replaced: Iterable[str] = ()) -> Iterator[dict[str, str]]:
+    def _scratch_index(self, rev: str, replaced: Iterable[str] | None = ()) -> Iterator[dict[str, str]]:
         """An environment whose index is a private copy of `rev`'s tree, except for the
-        `replaced` paths, whose entries the caller is about to overwrite anyway."""
+        `replaced` paths, whose entries the caller is about to overwrite anyway.
+        `replaced=None`: any copy of the user's index will do (a diff against `rev` reads
+        an index only for which paths it has, and the caller adds those it lacks)."""
         with tempfile.TemporaryDirectory(prefix=temp_prefix("index")) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            if not self._copy_user_index(rev, set(replaced), env):
+            if not self._copy_user_index(rev, None if replaced is None else set(replaced), env):
                 self._git("read-tree", rev, env=env)
             yield env
 
-    def _copy_user_index(self, rev: str, replaced: set[str], env: Mapping[str, str]) -> bool:
+    def _copy_user_index(self, rev: str, replaced: set[str] | None, env: Mapping[str, str]) -> bool:
         """Seed the scratch index from the user's when it stages nothing but `replaced`
         against `rev` (its stat data also spares git re-reading unchanged files)."""
         try:  # with its mtime: git trusts an entry's stat data only when older than the index
             shutil.copy2(self.git_dir / "index", env["GIT_INDEX_FILE"])
         except OSError:  # no index yet, or unreadable: read the tree instead
             return False
+        if replaced is None:
+            return True
         staged = self._git("diff-index", "--cached", "--name-only", "-z", "--no-renames", rev, env=env)
         return set(_split_z(staged)) <= replaced
 
@@ -310,18 +316,19 @@ class Repo(GitPlumbing):
 
     # -- diffs and snapshots --------------------------------------------------------
 
-    def _diff(self, base: str, dirty_before: set[str], *, binary: bool) -> str:
-        paths = self.changed_files(base, dirty_before)
+    def _diff(self, base: str, dirty_before: set[str], *, binary: bool, paths: list[str] | None = None) -> str:
+        paths = self.changed_files(base, dirty_before) if paths is None else sorted(paths)
         if not paths:
             return ""
         base = self._commit_sha(base)
-        in_base = self._paths_in_tree(base, paths)
-        new = [p for p in paths if p not in in_base and os.path.lexists(self.root / p)]
+        present = [p for p in paths if os.path.lexists(self.root / p)]
         flags = [*_DIFF_FLAGS, "--binary"] if binary else list(_DIFF_FLAGS)
-        with self._scratch_index(base) as env:
-            if new:
-                # intent-to-add makes `git diff` show new files in full, without hashing them
-                self._git("add", "--intent-to-add", "--force", "--", *new, env=env)
+        # What the user staged cannot change a diff of `base` against the working tree: the
+        # index only says which paths there are, and intent-to-add puts in those it lacks
+        # (new files, shown in full without hashing them; a tracked entry is left as it is).
+        with self._scratch_index(base, replaced=None) as env:
+            if present:
+                self._git("add", "--intent-to-add", "--force", "--", *present, env=env)
             return self._git("diff", *flags, base, "--", *paths, env=env, strip=False)
 
     def diff(self, base: str, dirty_before: set[str], max_bytes: int | None = None) -> str:
@@ -334,9 +341,10 @@ class Repo(GitPlumbing):
             return ""
         return _truncate(self._git("show", "--no-color", "--format=commit %h %s", *commits, strip=False), max_bytes)
 
-    def snapshot(self, base: str, dirty_before: set[str]) -> str:
-        """The attempt's changes as a binary-safe patch that `apply_snapshot` brings back."""
-        return self._diff(base, dirty_before, binary=True)
+    def snapshot(self, base: str, dirty_before: set[str], paths: list[str] | None = None) -> str:
+        """The attempt's changes as a binary-safe patch that `apply_snapshot` brings back;
+        `paths`: the changed files when the caller has just listed them (a `status` spared)."""
+        return self._diff(base, dirty_before, binary=True, paths=paths)
 
     def apply_snapshot(self, patch: str) -> None:
         """Apply a `snapshot` to the working tree (normally right after `restore`)."""
