@@ -116,7 +116,11 @@ class Journal:
 
     def remember_tree(self, root: Path, changed: list[str]) -> None:
         """The tree the next attempt starts from: every change in it is ours."""
-        self.ours = {rel: content_hash(root / rel) for rel in changed}
+        ours = {rel: content_hash(root / rel) for rel in changed}
+        if ours == self.ours:  # as recorded (a first attempt: none): only the time of life is news
+            self.touch()
+            return
+        self.ours = ours
         self.beat()
 
     def add_process_group(self, pgid: int) -> None:
