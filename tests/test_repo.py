@@ -280,6 +280,32 @@ def test_snapshot_round_trip_brings_an_attempt_back(project: Path) -> None:
     assert (project / "empty.txt").read_text() == ""
 
 
+def test_a_snapshot_never_holds_what_the_user_staged_and_round_trips_whatever_the_index_says(project: Path) -> None:
+    """The patch is a diff of the base against the working tree on a copy of the user's
+    index: what is staged there (the user's work, an agent's `git add` or `git rm --cached`)
+    changes nothing in it, and a given list of paths is all it holds."""
+    repo = Repo(project)
+    (project / "mine.txt").write_text("my staged work\n")
+    git(project, "add", "mine.txt")
+    base, before = repo.head(), set(repo.dirty_paths())
+    _attempt(project)
+    git(project, "add", "pkg/sub/new.py")  # the agent staged its new file
+    git(project, "rm", "-q", "--cached", "src/app.py")  # and took an edited one out of the index
+    expected = {p: (project / p).read_bytes() for p in ("src/app.py", "pkg/sub/new.py")}
+
+    patch = repo.snapshot(base, before)
+    assert "mine.txt" not in patch
+    assert "+NEW = 1" in patch and "+    return 42" in patch and "deleted file mode" in patch
+    assert repo.snapshot(base, before, ["pkg/sub/new.py"]) == patch[patch.index("diff --git a/pkg/sub/new.py"):
+                                                                     patch.index("diff --git a/src/app.py")]
+    git(project, "reset", "-q", "--", "pkg/sub/new.py", "src/app.py")
+    repo.restore(base, before)
+    repo.apply_snapshot(patch)
+    assert {p: (project / p).read_bytes() for p in expected} == expected
+    assert not (project / "src" / "old.py").exists()
+    assert git(project, "diff", "--cached", "--name-only").split() == ["mine.txt"]  # still staged, untouched
+
+
 def test_a_snapshot_that_does_not_apply_is_a_clear_error(project: Path) -> None:
     repo = Repo(project)
     base, before = repo.head(), repo.untracked()
