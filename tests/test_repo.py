@@ -145,6 +145,32 @@ def test_commit_takes_exactly_the_given_paths(project: Path) -> None:
     assert "closed" not in git(project, "show", f"{sha}:.openagents/tasks.jsonl")
 
 
+@pytest.mark.parametrize("staged_since", [False, True])
+def test_a_commit_after_a_status_that_saw_nothing_staged_asks_git_again_only_if_the_index_changed(
+    project: Path, monkeypatch: pytest.MonkeyPatch, staged_since: bool
+) -> None:
+    """The status that listed the attempt's files saw nothing staged: the commit trusts it
+    (no `diff-index`) while the index file is that very file. Staged since, it asks again,
+    and what the user staged is still never committed."""
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    _attempt(project)
+    attempt_paths = repo.changed_files(base, before)
+    if staged_since:  # while the checks ran, say
+        (project / "README.md").write_text("# user's staged edit\n")
+        git(project, "add", "README.md")
+    asked: list[str] = []
+    run = repo._git
+    monkeypatch.setattr(repo, "_git", lambda *args, **kw: asked.append(args[0]) or run(*args, **kw))
+
+    sha = repo.commit(attempt_paths, "t1: answer 42")
+
+    assert ("diff-index" in asked) is staged_since
+    committed = git(project, "show", "--name-only", "--format=", sha).split()
+    assert sorted(committed) == ["pkg/sub/new.py", "src/app.py", "src/old.py"]
+    assert git(project, "diff", "--cached", "--name-only") == ("README.md\n" if staged_since else "")
+
+
 def test_an_edit_in_the_second_the_index_was_written_is_still_committed(project: Path) -> None:
     # The scratch index is a copy of the user's. Git trusts an entry's stat data only when
     # the file is older than the index file; a copy stamped "now" would make it trust an

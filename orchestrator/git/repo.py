@@ -115,6 +115,8 @@ class GitPlumbing:
         self._commits: dict[str, str] = {}
         self._trees: dict[str, str] = {}  # commit -> tree: neither ever changes
         self._identity: dict[str, str] | None = None
+        # (the index file's identity, HEAD) when the last full `status` saw nothing staged
+        self._nothing_staged: tuple[tuple[int, ...] | None, str] | None = None
         if not self._has_commits():
             raise RepoError(
                 f"{self.root} has no commits yet; make a first commit "
@@ -177,12 +179,15 @@ class GitPlumbing:
     def _copy_user_index(self, rev: str, replaced: set[str] | None, env: Mapping[str, str]) -> bool:
         """Seed the scratch index from the user's when it stages nothing but `replaced`
         against `rev` (its stat data also spares git re-reading unchanged files)."""
+        copied = self._index_identity()
         try:  # with its mtime: git trusts an entry's stat data only when older than the index
             shutil.copy2(self.git_dir / "index", env["GIT_INDEX_FILE"])
         except OSError:  # no index yet, or unreadable: read the tree instead
             return False
         if replaced is None:
             return True
+        if copied is not None and self._nothing_staged == (copied, rev) and self._index_identity() == copied:
+            return True  # the very index file a `status` against `rev` found nothing staged in
         staged = self._git("diff-index", "--cached", "--name-only", "-z", "--no-renames", rev, env=env)
         return set(_split_z(staged)) <= replaced
 
@@ -273,11 +278,25 @@ class Repo(GitPlumbing):
         return sorted(self._status(folder))
 
     def _status(self, *pathspec: str) -> set[str]:
-        status = self._git(
+        index, head = self._index_identity(), self.head()
+        entries = _split_z(self._git(
             "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
             *(("--", *pathspec) if pathspec else ()),
-        )
-        return {entry[3:] for entry in _split_z(status)}
+        ))
+        if not pathspec:  # the whole index seen: what a commit's `diff-index` would ask
+            staged = any(e[0] not in " ?" or e[1] == "A" for e in entries)  # intent-to-add counts
+            same = index is not None and self._index_identity() == index and self.head() == head
+            self._nothing_staged = (index, head) if same and not staged else None
+        return {entry[3:] for entry in entries}
+
+    def _index_identity(self) -> tuple[int, ...] | None:
+        """The user's index file as the file system knows it: git replaces the file for
+        every change (a new inode), and any write in place moves its change time."""
+        try:
+            found = (self.git_dir / "index").stat()
+        except OSError:
+            return None
+        return found.st_ino, found.st_dev, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
     def untracked(self) -> set[str]:
         """Untracked, not ignored files, as repository-relative posix paths."""
