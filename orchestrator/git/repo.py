@@ -116,7 +116,7 @@ class GitPlumbing:
         self._trees: dict[str, str] = {}  # commit -> tree: neither ever changes
         self._identity: dict[str, str] | None = None
         # (the index file's identity, HEAD) when the last full `status` saw nothing staged
-        self._nothing_staged: tuple[tuple[int, ...] | None, str] | None = None
+        self._nothing_staged: tuple[tuple[object, ...] | None, str] | None = None
         if not self._has_commits():
             raise RepoError(
                 f"{self.root} has no commits yet; make a first commit "
@@ -289,14 +289,20 @@ class Repo(GitPlumbing):
             self._nothing_staged = (index, head) if same and not staged else None
         return {entry[3:] for entry in entries}
 
-    def _index_identity(self) -> tuple[int, ...] | None:
-        """The user's index file as the file system knows it: git replaces the file for
-        every change (a new inode), and any write in place moves its change time."""
+    def _index_identity(self) -> tuple[object, ...] | None:
+        """The user's index file as the file system knows it (git replaces the file for
+        every change, and any write moves its times) and by the checksum of its content
+        that git writes at its end; None when there is no such checksum (index.skipHash)."""
         try:
-            found = (self.git_dir / "index").stat()
+            with open(self.git_dir / "index", "rb") as index:
+                found = os.fstat(index.fileno())
+                index.seek(max(found.st_size - 20, 0))
+                checksum = index.read(20)
         except OSError:
             return None
-        return found.st_ino, found.st_dev, found.st_size, found.st_mtime_ns, found.st_ctime_ns
+        if checksum.count(0) == len(checksum):
+            return None
+        return found.st_ino, found.st_dev, found.st_size, found.st_mtime_ns, found.st_ctime_ns, checksum
 
     def untracked(self) -> set[str]:
         """Untracked, not ignored files, as repository-relative posix paths."""
