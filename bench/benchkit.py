@@ -56,6 +56,12 @@ def floor_then(shell_steps: str, *args: str) -> list[str]:
     return ["env", f"PYTHON={sys.executable}", f"FLOOR={STACK_FLOOR}", "bash", "-c", script, "steps", *args]
 
 
+def console(name: str) -> list[str]:
+    """A console script of this virtualenv, run by this python: the script's own first line
+    may name the interpreter of wherever the virtualenv was made (a moved or shared one)."""
+    return [sys.executable, str(Path(sys.executable).parent / name)]
+
+
 def paired_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float:
     """The median of the per-pair ratios ours / theirs."""
     return statistics.median(a / b for a, b in zip(ours, theirs, strict=True))

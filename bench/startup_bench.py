@@ -36,9 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchkit import STACK_FLOOR, Usage, floor_then, git, init_repo, paired_ratio, precompile, run_measured
+from benchkit import STACK_FLOOR, Usage, console, floor_then, git, init_repo, paired_ratio, precompile, run_measured
 
-BIN = Path(sys.executable).parent  # the virtualenv's console scripts sit next to its python
 TEST_COMMAND = "true"  # the cheapest realistic check; the shell script runs the same
 AGENT_COMMAND = "test -s {prompt_file} && echo hello > hello.txt"
 TASK = {"id": "T-1", "status": "open", "title": "write hello.txt", "priority": 2,
@@ -117,7 +116,7 @@ def paired_runs(template: Path, root: Path, pairs: int) -> tuple[list[Usage], li
         for which in ((0, 1) if n % 2 == 0 else (1, 0)):
             work = fresh_copy(template, root)
             if which == 0:
-                run = run_measured([str(BIN / "do-one-task"), "--dir", str(work)], clean_env())
+                run = run_measured([*console("do-one-task"), "--dir", str(work)], clean_env())
                 assert run.code == 0, f"do-one-task exited {run.code}"
                 ours.append(run)
             else:
@@ -149,7 +148,7 @@ def wall_times(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> 
 def missing_key(root: Path, runs: int) -> tuple[list[float], str, bool]:
     """A builtin-executor config on gpt-4o-mini with no OPENAI_API_KEY: time to refuse."""
     template = make_template(root / "key", {"testCommands": [TEST_COMMAND], "defaultModel": "gpt-4o-mini"})
-    cmd = [str(BIN / "do-one-task"), "--dir", str(template)]
+    cmd = [*console("do-one-task"), "--dir", str(template)]
     env = clean_env()
     times = wall_times(cmd, runs, env)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -219,7 +218,7 @@ def report_key_free(root: Path, baseline: Path, pairs: int) -> None:
 def imported_modules(template: Path, root: Path) -> dict[str, float]:
     """Module -> -X importtime self seconds, in one fresh run."""
     work = fresh_copy(template, root)
-    done = subprocess.run([str(BIN / "do-one-task"), "--dir", str(work)], capture_output=True, text=True,
+    done = subprocess.run([*console("do-one-task"), "--dir", str(work)], capture_output=True, text=True,
                           env=clean_env(PYTHONPROFILEIMPORTTIME="1"))
     found = {}
     for line in done.stderr.splitlines():
@@ -301,14 +300,14 @@ def report_f1(template: Path, root: Path, pairs: int) -> None:
     rss = [u.maxrss_kib / 1024 for u in ours]
     print(f"peak RSS of do-one-task: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB "
           "(target <= 60)")
-    cmd = [str(BIN / "do-one-task"), "--dir", str(fresh_copy(template, root))]
+    cmd = [*console("do-one-task"), "--dir", str(fresh_copy(template, root))]
     print(f"imported by the run: litellm {'yes' if litellm_imported(cmd, clean_env()) else 'no'}, openai "
           f"{'yes' if litellm_imported([*cmd[:-1], str(fresh_copy(template, root))], clean_env(), 'openai') else 'no'}")
 
 
 def report_help_and_key(root: Path, runs: int) -> None:
     for command in ("do-one-task", "overnight"):
-        cmd = [str(BIN / command), "--help"]
+        cmd = [*console(command), "--help"]
         times = wall_times(cmd, runs)
         print(f"{command} --help wall time: median {statistics.median(times) * 1000:.0f} ms, "
               f"max {max(times) * 1000:.0f} ms, litellm imported: "

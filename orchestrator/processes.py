@@ -53,16 +53,30 @@ def announce(sid: int) -> None:
 
 PR_SET_CHILD_SUBREAPER = 36
 live_sessions: set[int] = set()  # the sessions of the commands running now
+_subreaper = False  # set once prctl said yes: every live descendant is then a child's descendant
 
 
 def become_subreaper() -> None:
     """Orphaned descendants become this process's children instead of init's (Linux)."""
+    global _subreaper
     if not sys.platform.startswith("linux"):
         return
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        _subreaper = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):  # no prctl: the group and session kills remain
         log.debug("cannot become a child subreaper")
+
+
+def _childless() -> bool:
+    """Whether this process has no child at all, live or unreaped: one system call, where a
+    scan of /proc reads a file per process on the machine. Nothing is reaped."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    except (AttributeError, OSError):  # no waitid here: scan
+        return False
+    return False
 
 
 def _pids() -> list[int]:
@@ -94,8 +108,10 @@ def _read_proc(pid: int, name: str) -> bytes | None:
     except OSError:
         return None
     try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
+        chunks = [os.read(fd, 65536)]
+        # A `stat` line is whole once its newline came: asking again only to hear "end"
+        # would be a system call per process per scan. Others (environ) may come in pages.
+        while not (name == "stat" and chunks[-1].endswith(b"\n")) and (chunk := os.read(fd, 65536)):
             chunks.append(chunk)
         return b"".join(chunks)
     except OSError:
@@ -111,6 +127,8 @@ def escaped_pids() -> set[int]:
 def escaped(processes: list[tuple[int, int, int]] | None = None) -> list[tuple[int, int]]:
     """(pid, session) of this process's children that left their command's session (never
     a command being started, which is a child in a session of its own too)."""
+    if processes is None and _childless():  # between commands, the usual case: no scan
+        return []
     me, mine = os.getpid(), os.getsid(0)
     found = [(pid, sid) for pid, ppid, sid in (_processes() if processes is None else processes)
              if ppid == me and sid != mine and sid not in live_sessions]
@@ -161,7 +179,8 @@ def kill_sessions(sids: Iterable[int], strangers: set[int] | None = None) -> int
     to (`setsid`), until none is left; how many processes were signalled.
 
     With `strangers` (this process's escaped children before the command started), the
-    children that escaped since are killed with their sessions too. One scan is not enough
+    sessions are those of a command of this process that has ended, and the children
+    that escaped since are killed with their sessions too. One scan is not enough
     on a loaded machine: a killed parent may exit only after the scan, and its `setsid`
     child then becomes ours, unseen; so the scan is repeated until it finds nobody, for at
     most KILL_WAIT_S.
@@ -196,6 +215,10 @@ def _stop(sessions: set[int], strangers: set[int] | None) -> tuple[set[int], set
 def _members(sessions: set[int], strangers: set[int] | None) -> tuple[list[int], set[int]]:
     """The live processes of `sessions`, which first grow by the sessions of their
     descendants and (with `strangers`) of our newly escaped children; and those children."""
+    if strangers is not None and _subreaper and _childless():
+        # Our own command's sessions hold only our descendants, and a child subreaper with
+        # no child has none: an orphan among them would have become its child.
+        return [], set()
     processes = _processes()
     escapees = {pid: sid for pid, sid in escaped(processes) if pid not in strangers} if strangers is not None else {}
     sessions |= set(escapees.values())

@@ -67,7 +67,7 @@ def _read_umask() -> int:
 _NEW_FILE_MODE = 0o666 & ~_read_umask()
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, folder_synced: bool = True) -> None:
     """Replace `path` with `data` so that it is never seen half-written, even after a crash.
 
     The data goes to a temporary file in the same directory (a rename is only atomic
@@ -78,6 +78,9 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     `durable=False` skips both fsyncs, for files no recovery reads after a power loss
     (reports written again by the next run, the sessions of processes a reboot ended):
     a reader or a killed process still sees the old file or the new one, never half.
+    `folder_synced=False` leaves the directory's fsync to the caller's next durable write
+    in the same directory, which makes this rename durable with its own (files written
+    together: one directory fsync, not one each).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +98,7 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         with suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    if durable:
+    if durable and folder_synced:
         _fsync_directory(path.parent)
 
 

@@ -19,7 +19,7 @@ import orjson
 import pytest
 from projects import CALC, do_one_task, git, make_project, run_events, tasks_on_disk
 
-from orchestrator.recovery.journal import SLACK_S
+from orchestrator.recovery.journal import SLACK_S, leftover_sessions
 
 pytestmark = pytest.mark.slow
 PY = sys.executable
@@ -96,14 +96,15 @@ def alive(pid: int) -> bool:
 
 
 def git_that_kills_its_caller(tmp_path: Path, when: str) -> str:
-    """A PATH whose `git` SIGKILLs goldenloop right after a command whose arguments match
-    the shell pattern `when` and that works on the user's index (not a scratch one) has
-    run: the kill lands between two git steps, every time."""
+    """A PATH whose `git` SIGKILLs goldenloop right after a command whose arguments (after
+    git's own options) match the shell pattern `when` and that works on the user's index
+    (not a scratch one) has run: the kill lands between two git steps, every time."""
     wrapper = tmp_path / "bin"
     wrapper.mkdir()
     real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
     (wrapper / "git").write_text(
-        f'#!/bin/sh\ncase "$*" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ {real_git} "$@"; kill -9 $PPID; exit 1; }};; '
+        '#!/bin/sh\ncmd="$*"\nwhile case "$cmd" in --*) true;; *) false;; esac; do cmd="${cmd#* }"; done\n'
+        f'case "$cmd" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ {real_git} "$@"; kill -9 $PPID; exit 1; }};; '
         f'esac\nexec {real_git} "$@"\n')
     (wrapper / "git").chmod(0o755)
     return f"{wrapper}:{os.environ['PATH']}"
@@ -248,9 +249,8 @@ def test_no_process_of_a_killed_attempt_outlives_the_next_run(git_repo: Path, tm
     agent = wait_for(state / "agent", first)
     escapee = wait_for(state / "escapee", first)
     escaped_session = int(Path(f"/proc/{escapee}/stat").read_text().rsplit(")", 1)[1].split()[3])
-    journal = repo / ".openagents" / "journal" / "T-1.json"
     deadline = time.monotonic() + WAIT_S
-    while escaped_session not in orjson.loads(journal.read_bytes())["processGroups"]:
+    while escaped_session not in leftover_sessions(repo, "T-1"):
         assert time.monotonic() < deadline, "the escaped session was never recorded"
         time.sleep(0.05)
     kill(first)
@@ -273,8 +273,7 @@ def test_a_process_whose_session_was_never_recorded_is_stopped_by_the_next_run(g
     escapee = wait_for(state / "escapee", first)
     kill(first)  # the escapee's parent still lives: no record of its session could have been made
     escaped_session = int(Path(f"/proc/{escapee}/stat").read_text().rsplit(")", 1)[1].split()[3])
-    journal = orjson.loads((repo / ".openagents" / "journal" / "T-1.json").read_bytes())
-    assert escaped_session not in journal["processGroups"] and alive(escapee)
+    assert escaped_session not in leftover_sessions(repo, "T-1") and alive(escapee)
 
     try:
         assert do_one_task(repo) == 0

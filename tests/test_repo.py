@@ -145,6 +145,32 @@ def test_commit_takes_exactly_the_given_paths(project: Path) -> None:
     assert "closed" not in git(project, "show", f"{sha}:.openagents/tasks.jsonl")
 
 
+@pytest.mark.parametrize("staged_since", [False, True])
+def test_a_commit_after_a_status_that_saw_nothing_staged_asks_git_again_only_if_the_index_changed(
+    project: Path, monkeypatch: pytest.MonkeyPatch, staged_since: bool
+) -> None:
+    """The status that listed the attempt's files saw nothing staged: the commit trusts it
+    (no `diff-index`) while the index file is that very file. Staged since, it asks again,
+    and what the user staged is still never committed."""
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    _attempt(project)
+    attempt_paths = repo.changed_files(base, before)
+    if staged_since:  # while the checks ran, say
+        (project / "README.md").write_text("# user's staged edit\n")
+        git(project, "add", "README.md")
+    asked: list[str] = []
+    run = repo._git
+    monkeypatch.setattr(repo, "_git", lambda *args, **kw: asked.append(args[0]) or run(*args, **kw))
+
+    sha = repo.commit(attempt_paths, "t1: answer 42")
+
+    assert ("diff-index" in asked) is staged_since
+    committed = git(project, "show", "--name-only", "--format=", sha).split()
+    assert sorted(committed) == ["pkg/sub/new.py", "src/app.py", "src/old.py"]
+    assert git(project, "diff", "--cached", "--name-only") == ("README.md\n" if staged_since else "")
+
+
 def test_an_edit_in_the_second_the_index_was_written_is_still_committed(project: Path) -> None:
     # The scratch index is a copy of the user's. Git trusts an entry's stat data only when
     # the file is older than the index file; a copy stamped "now" would make it trust an
@@ -278,6 +304,32 @@ def test_snapshot_round_trip_brings_an_attempt_back(project: Path) -> None:
     assert {p: (project / p).read_bytes() for p in expected} == expected
     assert not (project / "src" / "old.py").exists()
     assert (project / "empty.txt").read_text() == ""
+
+
+def test_a_snapshot_never_holds_what_the_user_staged_and_round_trips_whatever_the_index_says(project: Path) -> None:
+    """The patch is a diff of the base against the working tree on a copy of the user's
+    index: what is staged there (the user's work, an agent's `git add` or `git rm --cached`)
+    changes nothing in it, and a given list of paths is all it holds."""
+    repo = Repo(project)
+    (project / "mine.txt").write_text("my staged work\n")
+    git(project, "add", "mine.txt")
+    base, before = repo.head(), set(repo.dirty_paths())
+    _attempt(project)
+    git(project, "add", "pkg/sub/new.py")  # the agent staged its new file
+    git(project, "rm", "-q", "--cached", "src/app.py")  # and took an edited one out of the index
+    expected = {p: (project / p).read_bytes() for p in ("src/app.py", "pkg/sub/new.py")}
+
+    patch = repo.snapshot(base, before)
+    assert "mine.txt" not in patch
+    assert "+NEW = 1" in patch and "+    return 42" in patch and "deleted file mode" in patch
+    assert repo.snapshot(base, before, ["pkg/sub/new.py"]) == patch[patch.index("diff --git a/pkg/sub/new.py"):
+                                                                     patch.index("diff --git a/src/app.py")]
+    git(project, "reset", "-q", "--", "pkg/sub/new.py", "src/app.py")
+    repo.restore(base, before)
+    repo.apply_snapshot(patch)
+    assert {p: (project / p).read_bytes() for p in expected} == expected
+    assert not (project / "src" / "old.py").exists()
+    assert git(project, "diff", "--cached", "--name-only").split() == ["mine.txt"]  # still staged, untouched
 
 
 def test_a_snapshot_that_does_not_apply_is_a_clear_error(project: Path) -> None:

@@ -36,7 +36,9 @@ IDENTITY_KEYS = r"^(user|author|committer)\.(name|email)$"
 TRUNCATION_MARKER = "\n[... diff truncated: {shown} of {total} bytes shown ...]\n"
 
 # Paths are file names, never globs; no optional locks so we don't fight the user's git.
-_BASE_ENV = {"GIT_LITERAL_PATHSPECS": "1", "GIT_OPTIONAL_LOCKS": "0"}
+# Given as options rather than variables: a command with no environment of its own
+# inherits ours as it is, with no copy of it built and encoded per process.
+_GIT = ("git", "--literal-pathspecs", "--no-optional-locks")
 # A patch must be machine-applicable whatever the user's diff configuration says.
 _DIFF_FLAGS = (
     "--no-color",
@@ -83,7 +85,7 @@ def _run(args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None) ->
     """One git command; paths that are not UTF-8 survive as surrogate escapes (os.fsdecode)."""
     try:
         return subprocess.run(
-            ["git", *args], cwd=cwd, env={**os.environ, **_BASE_ENV, **(env or {})},
+            [*_GIT, *args], cwd=cwd, env={**os.environ, **env} if env else None,
             capture_output=True, text=True, encoding="utf-8", errors="surrogateescape",
             stdin=subprocess.DEVNULL, check=False,
         )
@@ -113,6 +115,8 @@ class GitPlumbing:
         self._commits: dict[str, str] = {}
         self._trees: dict[str, str] = {}  # commit -> tree: neither ever changes
         self._identity: dict[str, str] | None = None
+        # (the index file's identity, HEAD) when the last full `status` saw nothing staged
+        self._nothing_staged: tuple[tuple[object, ...] | None, str] | None = None
         if not self._has_commits():
             raise RepoError(
                 f"{self.root} has no commits yet; make a first commit "
@@ -136,7 +140,7 @@ class GitPlumbing:
     def _objects(self, *args: str, data: bytes = b"") -> bytes:
         """A git command fed `data` on its standard input; its output as bytes (object work)."""
         try:
-            done = subprocess.run(["git", *args], cwd=self.root, env={**os.environ, **_BASE_ENV}, input=data,
+            done = subprocess.run([*_GIT, *args], cwd=self.root, input=data,
                                   capture_output=True, check=False)
         except FileNotFoundError:
             raise RepoError("git is not installed (or not on PATH); goldenloop needs it") from None
@@ -161,22 +165,29 @@ class GitPlumbing:
         return set(_split_z(listed))
 
     @contextmanager
-    def _scratch_index(self, rev: str, replaced: Iterable[str] = ()) -> Iterator[dict[str, str]]:
+    def _scratch_index(self, rev: str, replaced: Iterable[str] | None = ()) -> Iterator[dict[str, str]]:
         """An environment whose index is a private copy of `rev`'s tree, except for the
-        `replaced` paths, whose entries the caller is about to overwrite anyway."""
+        `replaced` paths, whose entries the caller is about to overwrite anyway.
+        `replaced=None`: any copy of the user's index will do (a diff against `rev` reads
+        an index only for which paths it has, and the caller adds those it lacks)."""
         with tempfile.TemporaryDirectory(prefix=temp_prefix("index")) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            if not self._copy_user_index(rev, set(replaced), env):
+            if not self._copy_user_index(rev, None if replaced is None else set(replaced), env):
                 self._git("read-tree", rev, env=env)
             yield env
 
-    def _copy_user_index(self, rev: str, replaced: set[str], env: Mapping[str, str]) -> bool:
+    def _copy_user_index(self, rev: str, replaced: set[str] | None, env: Mapping[str, str]) -> bool:
         """Seed the scratch index from the user's when it stages nothing but `replaced`
         against `rev` (its stat data also spares git re-reading unchanged files)."""
+        copied = self._index_identity()
         try:  # with its mtime: git trusts an entry's stat data only when older than the index
             shutil.copy2(self.git_dir / "index", env["GIT_INDEX_FILE"])
         except OSError:  # no index yet, or unreadable: read the tree instead
             return False
+        if replaced is None:
+            return True
+        if copied is not None and self._nothing_staged == (copied, rev) and self._index_identity() == copied:
+            return True  # the very index file a `status` against `rev` found nothing staged in
         staged = self._git("diff-index", "--cached", "--name-only", "-z", "--no-renames", rev, env=env)
         return set(_split_z(staged)) <= replaced
 
@@ -267,11 +278,31 @@ class Repo(GitPlumbing):
         return sorted(self._status(folder))
 
     def _status(self, *pathspec: str) -> set[str]:
-        status = self._git(
+        index, head = self._index_identity(), self.head()
+        entries = _split_z(self._git(
             "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
             *(("--", *pathspec) if pathspec else ()),
-        )
-        return {entry[3:] for entry in _split_z(status)}
+        ))
+        if not pathspec:  # the whole index seen: what a commit's `diff-index` would ask
+            staged = any(e[0] not in " ?" or e[1] == "A" for e in entries)  # intent-to-add counts
+            same = index is not None and self._index_identity() == index and self.head() == head
+            self._nothing_staged = (index, head) if same and not staged else None
+        return {entry[3:] for entry in entries}
+
+    def _index_identity(self) -> tuple[object, ...] | None:
+        """The user's index file as the file system knows it (git replaces the file for
+        every change, and any write moves its times) and by the checksum of its content
+        that git writes at its end; None when there is no such checksum (index.skipHash)."""
+        try:
+            with open(self.git_dir / "index", "rb") as index:
+                found = os.fstat(index.fileno())
+                index.seek(max(found.st_size - 20, 0))
+                checksum = index.read(20)
+        except OSError:
+            return None
+        if checksum.count(0) == len(checksum):
+            return None
+        return found.st_ino, found.st_dev, found.st_size, found.st_mtime_ns, found.st_ctime_ns, checksum
 
     def untracked(self) -> set[str]:
         """Untracked, not ignored files, as repository-relative posix paths."""
@@ -310,18 +341,19 @@ class Repo(GitPlumbing):
 
     # -- diffs and snapshots --------------------------------------------------------
 
-    def _diff(self, base: str, dirty_before: set[str], *, binary: bool) -> str:
-        paths = self.changed_files(base, dirty_before)
+    def _diff(self, base: str, dirty_before: set[str], *, binary: bool, paths: list[str] | None = None) -> str:
+        paths = self.changed_files(base, dirty_before) if paths is None else sorted(paths)
         if not paths:
             return ""
         base = self._commit_sha(base)
-        in_base = self._paths_in_tree(base, paths)
-        new = [p for p in paths if p not in in_base and os.path.lexists(self.root / p)]
+        present = [p for p in paths if os.path.lexists(self.root / p)]
         flags = [*_DIFF_FLAGS, "--binary"] if binary else list(_DIFF_FLAGS)
-        with self._scratch_index(base) as env:
-            if new:
-                # intent-to-add makes `git diff` show new files in full, without hashing them
-                self._git("add", "--intent-to-add", "--force", "--", *new, env=env)
+        # What the user staged cannot change a diff of `base` against the working tree: the
+        # index only says which paths there are, and intent-to-add puts in those it lacks
+        # (new files, shown in full without hashing them; a tracked entry is left as it is).
+        with self._scratch_index(base, replaced=None) as env:
+            if present:
+                self._git("add", "--intent-to-add", "--force", "--", *present, env=env)
             return self._git("diff", *flags, base, "--", *paths, env=env, strip=False)
 
     def diff(self, base: str, dirty_before: set[str], max_bytes: int | None = None) -> str:
@@ -334,9 +366,10 @@ class Repo(GitPlumbing):
             return ""
         return _truncate(self._git("show", "--no-color", "--format=commit %h %s", *commits, strip=False), max_bytes)
 
-    def snapshot(self, base: str, dirty_before: set[str]) -> str:
-        """The attempt's changes as a binary-safe patch that `apply_snapshot` brings back."""
-        return self._diff(base, dirty_before, binary=True)
+    def snapshot(self, base: str, dirty_before: set[str], paths: list[str] | None = None) -> str:
+        """The attempt's changes as a binary-safe patch that `apply_snapshot` brings back;
+        `paths`: the changed files when the caller has just listed them (a `status` spared)."""
+        return self._diff(base, dirty_before, binary=True, paths=paths)
 
     def apply_snapshot(self, patch: str) -> None:
         """Apply a `snapshot` to the working tree (normally right after `restore`)."""

@@ -87,13 +87,15 @@ def history_dir(project_dir: Path, task_id: str) -> Path:
 def write_attempt(project_dir: Path, task_id: str, subtask_id: str, version: ReflectionVersion, patch: str,
                   transcript: str | None = None) -> Path:
     """Keep one attempt: the patch first, so a version on disk always has its tree; a coding
-    agent's transcript (already redacted) beside it."""
+    agent's transcript (already redacted) beside it, made durable by the record's own
+    directory fsync (a record without its transcript is still whole)."""
     folder = history_dir(project_dir, task_id)
     stem = f"{safe_name(subtask_id)}.attempt-{version.iteration}"
     atomic_write(folder / f"{stem}.patch", patch.encode("utf-8", "surrogateescape"))
     record = {**version.as_dict(), "subtaskId": subtask_id, "patch": f"{stem}.patch"}
     if transcript is not None:
-        atomic_write(folder / f"{stem}.transcript.txt", transcript.encode("utf-8", "surrogateescape"))
+        atomic_write(folder / f"{stem}.transcript.txt", transcript.encode("utf-8", "surrogateescape"),
+                     folder_synced=False)
         record["transcript"] = f"{stem}.transcript.txt"
     path = folder / f"{stem}.json"
     atomic_write(path, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")

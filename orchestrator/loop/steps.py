@@ -154,8 +154,8 @@ async def judge(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> tuple
     if judged.passed and not s.changed and not s.task.verification_only:
         judged = Judgement("no_change", NO_CHANGE, failure=NO_CHANGE)
     s.log_verdict(verdict, judged)
-    if judged.passed:
-        a.patch = s.latest_patch = a.patch if a.patch is not None else await s.tree.snapshot()
+    if judged.passed:  # the patch of exactly what would be committed: the files `guard` listed
+        a.patch = s.latest_patch = a.patch if a.patch is not None else await s.tree.snapshot(s.changed)
         return verdict, judged
     if s.passing:  # a revision that broke the checks: the passing version stands
         s.record(a, judged.outcome, judged.summary, verdict, executed=executed)

@@ -43,8 +43,9 @@ class SubtaskTree:
     async def diff(self) -> str:
         return await git(self.p.repo.diff, self.base, self.user_files.paths, DIFF_BYTES)
 
-    async def snapshot(self) -> str:
-        return await git(self.p.repo.snapshot, self.base, self.user_files.paths)
+    async def snapshot(self, paths: list[str] | None = None) -> str:
+        """The attempt's patch; of `paths` when the caller knows what it changed."""
+        return await git(self.p.repo.snapshot, self.base, self.user_files.paths, paths)
 
     async def fold_commits(self) -> list[str]:
         """An agent's own commits since the base, back to changes in the tree."""

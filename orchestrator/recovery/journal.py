@@ -116,13 +116,23 @@ class Journal:
 
     def remember_tree(self, root: Path, changed: list[str]) -> None:
         """The tree the next attempt starts from: every change in it is ours."""
-        self.ours = {rel: content_hash(root / rel) for rel in changed}
+        ours = {rel: content_hash(root / rel) for rel in changed}
+        if ours == self.ours:  # as recorded (a first attempt: none): only the time of life is news
+            self.touch()
+            return
+        self.ours = ours
         self.beat()
 
     def add_process_group(self, pgid: int) -> None:
-        if pgid not in self.process_groups:
+        """A command's session, in the `.sessions` file beside the journal (as the early
+        checks' are): not fsynced, as a power loss ends these processes too, so the
+        journal itself is not rewritten and fsynced for each command."""
+        with self._lock:
+            if pgid in self.process_groups:
+                return
             self.process_groups.append(pgid)
-            self.beat()
+            atomic_write(early_sessions_path_of(self.path), orjson.dumps(self.process_groups), durable=False)
+        self.touch()
 
     def committing(self, paths: list[str], old: str, new: str) -> None:
         self.commit = {"paths": paths, "old": old, "new": new}
@@ -157,6 +167,7 @@ class Journal:
     def end(self) -> None:
         """The subtask is over: nothing left to recover."""
         self.path.unlink(missing_ok=True)
+        early_sessions_path_of(self.path).unlink(missing_ok=True)
         files = self.path.with_suffix(".files")
         if files.is_dir():
             for item in files.iterdir():
@@ -217,12 +228,18 @@ class EarlySessions:
 
 
 def early_sessions_path(project_dir: Path, task_id: str) -> Path:
-    return Layout(project_dir).journal(task_id).with_suffix(".sessions")
+    """The sessions of a task's commands: its early checks', then its subtask's."""
+    return early_sessions_path_of(Layout(project_dir).journal(task_id))
+
+
+def early_sessions_path_of(journal: Path) -> Path:
+    return journal.with_suffix(".sessions")
 
 
 def leftover_sessions(project_dir: Path, task_id: str) -> list[int]:
     """Every process session a killed run of `task_id` may have left running: its early
-    checks' and its subtask journal's. A record torn by the kill names none."""
+    checks' and its subtask's (the journal's and the `.sessions` file beside it). A record
+    torn by the kill names none."""
     sids: list[int] = []
     try:
         journal = Journal.load(project_dir, task_id)

@@ -306,3 +306,41 @@ def test_a_command_being_started_is_never_killed_as_an_escapee_by_another_comman
     assert kill_escaped(others) == [started]  # never announced as a live session: an escapee like any other
     assert not Path(f"/proc/{started}").exists()  # killed and reaped
     child.returncode = -signal.SIGKILL  # reaped by kill_escaped, not by Popen
+
+
+SCANS_CHECK = """\
+import os, sys
+from pathlib import Path
+import anyio
+from orchestrator import processes
+from orchestrator.checks.verify import run_command
+
+scans = []
+scan = processes._processes
+processes._processes = lambda: scans.append(1) or scan()
+processes.become_subreaper()
+folder = Path(sys.argv[1])
+
+async def main():
+    plain = await run_command("echo done", folder, timeout_s=30)
+    print(plain.exit_code, len(scans))
+    escape = "setsid sh -c 'sleep 300 & echo $! > child.pid; wait' & while [ ! -s child.pid ]; do sleep 0.01; done"
+    escaped = await run_command(escape, folder, timeout_s=30)
+    print(escaped.exit_code, len(scans))
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_command_that_leaves_nothing_costs_no_scan_of_every_process(tmp_path: Path) -> None:
+    """A child subreaper with no child has no descendant left anywhere: a command's end
+    asks the kernel that once instead of reading /proc for every process on the machine.
+    A command whose child escaped into a session of its own is still searched and killed."""
+    (tmp_path / "check.py").write_text(SCANS_CHECK)
+    with anyio.fail_after(60):
+        done = await anyio.run_process([sys.executable, str(tmp_path / "check.py"), str(tmp_path)])
+    plain, escaped = (line.split() for line in done.stdout.decode().splitlines())
+    assert plain == ["0", "0"]  # started and ended with no scan at all
+    assert escaped[0] == "0" and int(escaped[1]) > 0  # the escapee made this process a parent: scanned
+    assert await _gone(_pid(tmp_path / "child.pid"))
