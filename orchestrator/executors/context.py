@@ -1,8 +1,8 @@
 """The files a model is shown: as many as fit a byte budget, the relevant ones first.
 
-Files the loop hinted at come first, then files the prompt names, then files that
-define the code names it uses (`definers`), then the other tracked text files, smallest
-first. Lock files, `.openagents/`, binary and non-UTF-8
+Files the loop hinted at come first, then files the task names, else those that define
+the code names it uses (`definers`), then files named elsewhere in the prompt, then the
+other tracked text files, smallest first. Lock files, `.openagents/`, binary and non-UTF-8
 files are never shown; everything shown is redacted.
 """
 
@@ -41,8 +41,6 @@ class RepoContext:
     listed: list[str] = field(default_factory=list)
     files: list[tuple[str, str]] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
-    mentioned: list[str] = field(default_factory=list)  # listed files the task or the prompt names
-    defining: list[str] = field(default_factory=list)  # listed files defining code names the task uses
     # What the attempt is about, most likely first: hinted, named by the task, defining its
     # code names (when it names no file), named elsewhere in the prompt.
     in_play: list[str] = field(default_factory=list)
@@ -65,11 +63,11 @@ async def gather_context(
     focused = _mentioned(focus or prompt, listed)
     defining = [] if hint_paths or focused else await anyio.to_thread.run_sync(
         defining_files, repo_dir, focus or prompt, [n for n in listed if _eligible(n)])
-    mentioned = list(dict.fromkeys([*focused, *(_mentioned(prompt, listed) if focus else [])]))
+    elsewhere = _mentioned(prompt, listed) if focus else []  # the prompt beyond the task's words
     known = set(listed)
-    in_play = list(dict.fromkeys(n for n in [*hint_paths, *focused, *defining, *mentioned] if n in known))
+    in_play = list(dict.fromkeys(n for n in [*hint_paths, *focused, *defining, *elsewhere] if n in known))
     context = await anyio.to_thread.run_sync(_read_within, repo_dir, _candidates(repo_dir, in_play, listed), budget)
-    context.listed, context.mentioned, context.defining, context.in_play = listed, mentioned, defining, in_play
+    context.listed, context.in_play = listed, in_play
     return context
 
 
