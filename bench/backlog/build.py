@@ -26,7 +26,8 @@ IDENTITY = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER")
 
 
 def project_config(model: str, memory: bool, acceptance: Path, *, temperature: float | None,
-                   verify_timeout_s: float, model_timeout_s: float) -> dict[str, Any]:
+                   verify_timeout_s: float, model_timeout_s: float,
+                   max_output_tokens: int | None = None) -> dict[str, Any]:
     tests = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider tests {shlex.quote(str(acceptance))}"
     return {
         "projectId": "bookshop",
@@ -38,6 +39,7 @@ def project_config(model: str, memory: bool, acceptance: Path, *, temperature: f
         "reflexion": {"enabled": True, "maxRetries": MAX_RETRIES},
         "timeouts": {"verifySeconds": verify_timeout_s, "modelSeconds": model_timeout_s},
         "memory": {"crossTaskLessons": memory},
+        "maxOutputTokens": max_output_tokens,
     }
 
 

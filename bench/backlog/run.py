@@ -54,11 +54,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
     parser.add_argument("--verify-timeout", type=float, default=120.0, help="seconds per test run")
     parser.add_argument("--model-timeout", type=float, default=120.0, help="seconds per model call")
+    parser.add_argument("--max-output-tokens", type=int,
+                        help="the most tokens one reply may use (default: the model's own limit)")
     args = parser.parse_args(argv)
     if not args.smoke and not args.model:
         parser.error("--model is required (or --smoke)")
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be 1 or more")
+    if args.max_output_tokens is not None and args.max_output_tokens < 1:
+        parser.error("--max-output-tokens must be 1 or more")
     if not 0 <= args.temperature <= 2:
         parser.error("--temperature must be between 0 and 2")
     if min(args.verify_timeout, args.model_timeout) <= 0:
@@ -100,7 +104,8 @@ async def run_benchmark(args: argparse.Namespace, work: Path) -> tuple[str, dict
     by_mode: dict[str, list[TaskResult]] = {}
     for mode in dict.fromkeys(m.strip() for m in args.modes.split(",") if m.strip()):
         config = project_config(model, MODES[mode], acceptance, temperature=args.temperature,
-                                verify_timeout_s=args.verify_timeout, model_timeout_s=args.model_timeout)
+                                verify_timeout_s=args.verify_timeout, model_timeout_s=args.model_timeout,
+                                max_output_tokens=args.max_output_tokens)
         repo = build_repo(work / mode, config, args.limit)
         stopped = await run_mode(repo, model)
         by_mode[mode] = read_repo(repo)

@@ -89,6 +89,7 @@ def project_config(
     edit_format: str = "auto",
     temperature: float | None = None,
     resample_temperature: float = RESAMPLE_TEMPERATURE,
+    max_output_tokens: int | None = None,
 ) -> dict[str, Any]:
     test = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider {TEST_FILE}"
     reflection_ms = round((reflection_timeout_s or model_timeout_s) * 1000)
@@ -105,6 +106,7 @@ def project_config(
         "executor": {"editFormat": edit_format},
         "timeouts": {"verifySeconds": verify_timeout_s, "modelSeconds": model_timeout_s},
         "retry": mode.retry,
+        "maxOutputTokens": max_output_tokens,
     }
 
 

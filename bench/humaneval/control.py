@@ -43,10 +43,12 @@ def program(problem: Problem, code: str) -> str:
 
 
 async def run_control(
-    problem: Problem, model: ChatModel, *, model_timeout_s: float, check_timeout_s: float
+    problem: Problem, model: ChatModel, *, model_timeout_s: float, check_timeout_s: float,
+    max_tokens: int | None = None,
 ) -> ProblemResult:
     """One problem asked directly; a model error is left to the caller (no verdict)."""
-    reply = await model.complete([{"role": "user", "content": control_prompt(problem)}], timeout=model_timeout_s)
+    reply = await model.complete([{"role": "user", "content": control_prompt(problem)}], timeout=model_timeout_s,
+                                 max_tokens=max_tokens)
     passed, why = await _check(problem, code_of(reply.text), check_timeout_s)
     return ProblemResult(
         outcome="passed" if passed else "failed",

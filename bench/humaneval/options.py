@@ -23,6 +23,7 @@ class RunOptions:
     edit_format: str = "auto"
     temperature: float | None = None  # every mode but resample; None: the provider's default
     resample_temperature: float = RESAMPLE_TEMPERATURE
+    max_output_tokens: int | None = None  # maxOutputTokens of every call; None: the model's own limit
 
     @property
     def reflection_seconds(self) -> float:

@@ -93,6 +93,7 @@ def check_work_dir(work: Path) -> None:
 
 
 def protocol(options: RunOptions) -> dict[str, object]:
+    cap = {"maxOutputTokens": options.max_output_tokens} if options.max_output_tokens else {}  # old files lack it
     return {
         "maxAttempts": MAX_ATTEMPTS,
         "retry": FIXED_TRIALS,
@@ -103,6 +104,7 @@ def protocol(options: RunOptions) -> dict[str, object]:
         "editFormat": options.edit_format,
         "temperature": options.temperature,
         "resampleTemperature": options.resample_temperature,
+        **cap,
     }
 
 
@@ -121,7 +123,8 @@ def open_results(options: RunOptions) -> ResultFile:
     elif results.protocol != protocol(options):
         raise HarnessError(
             f"{path} was started with other settings ({results.protocol}); resume with the same "
-            "--verify-timeout, --model-timeout, --reflection-timeout and --edit-format, or pass "
+            "--verify-timeout, --model-timeout, --reflection-timeout, --edit-format, --temperature, "
+            "--resample-temperature and --max-output-tokens, or pass "
             "another --work or --out",
             EXIT_USAGE,
         )
@@ -146,6 +149,7 @@ class ModeRun:
             verify_timeout_s=options.verify_timeout_s, model_timeout_s=options.model_timeout_s,
             reflection_timeout_s=options.reflection_seconds, edit_format=options.edit_format,
             temperature=options.temperature, resample_temperature=options.resample_temperature,
+            max_output_tokens=options.max_output_tokens,
         )
         self.stop_reason: str | None = None
         self.unfinished_in_a_row = 0
@@ -224,6 +228,7 @@ class ControlRun(ModeRun):
             result = await run_control(
                 problem, self.model,
                 model_timeout_s=self.options.model_timeout_s, check_timeout_s=self.options.verify_timeout_s,
+                max_tokens=self.options.max_output_tokens,
             )
         except ModelError as exc:
             self._unfinished(problem, None, str(exc))
@@ -271,6 +276,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"sampling temperature of the resample mode (default {RESAMPLE_TEMPERATURE}; must be above 0)",
     )
     parser.add_argument(
+        "--max-output-tokens", type=int,
+        help="the most tokens one reply may use, in every mode and the control (default: the model's own limit)",
+    )
+    parser.add_argument(
         "--control", action="store_true", help="also ask the model directly, once per problem, for comparison"
     )
     parser.add_argument("--smoke", action="store_true", help="offline: the scripted model on 5 problems")
@@ -279,6 +288,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--parallel must be 1 or more")
     if not args.smoke and not args.model:
         parser.error("--model is required (or --smoke)")
+    if args.max_output_tokens is not None and args.max_output_tokens < 1:
+        parser.error("--max-output-tokens must be 1 or more")
     if args.temperature is not None and not 0 <= args.temperature <= 2:
         parser.error("--temperature must be between 0 and 2")
     if not 0 <= args.resample_temperature <= 2:
@@ -317,6 +328,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         edit_format=args.edit_format,
         temperature=args.temperature,
         resample_temperature=args.resample_temperature,
+        max_output_tokens=args.max_output_tokens,
     )
 
 

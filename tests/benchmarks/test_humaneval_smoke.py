@@ -27,7 +27,14 @@ from bench.humaneval.modes import CONTROL, MODES  # noqa: E402
 from bench.humaneval.options import RunOptions  # noqa: E402
 from bench.humaneval.problems import load_problems, select  # noqa: E402
 from bench.humaneval.results import ProblemResult, ResultFile, summarize  # noqa: E402
-from bench.humaneval.run import HarnessError, options_from, parse_args, run_benchmark  # noqa: E402
+from bench.humaneval.run import (  # noqa: E402
+    HarnessError,
+    open_results,
+    options_from,
+    parse_args,
+    protocol,
+    run_benchmark,
+)
 from bench.humaneval.smoke import check_mechanics, smoke_options  # noqa: E402
 
 PROBLEMS = select(load_problems(), limit=5)  # HumanEval/0 .. /4
@@ -291,3 +298,18 @@ def test_greedy_resampling_is_refused_and_resample_samples_by_default():
     assert project_config(MODES["reflexion"], "m", temperature=0, **common)["modelTemperature"] == 0
     assert project_config(MODES["raw"], "m", **common)["modelTemperature"] is None
     assert project_config(MODES["raw"], "m", **common)["retry"]["fresh"] is False
+
+
+def test_a_reply_cap_reaches_every_call_and_a_resume_must_keep_it(tmp_path):
+    capped = options_from(parse_args(["--model", "m", "--max-output-tokens", "1024", "--work", str(tmp_path)]))
+    assert capped.max_output_tokens == 1024
+    config = project_config(MODES["reflexion"], "m", verify_timeout_s=60, model_timeout_s=60, max_output_tokens=1024)
+    assert config["maxOutputTokens"] == 1024
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["--model", "m", "--max-output-tokens", "0"])
+    assert refused.value.code == 2
+    capped.work.mkdir(parents=True, exist_ok=True)
+    ResultFile(model="m", dataset={}, protocol=protocol(capped)).save(capped.results_path)
+    uncapped = options_from(parse_args(["--model", "m", "--work", str(tmp_path)]))
+    with pytest.raises(HarnessError, match="--max-output-tokens"):
+        open_results(uncapped)
