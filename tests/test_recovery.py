@@ -95,16 +95,18 @@ def alive(pid: int) -> bool:
         return False
 
 
-def git_that_kills_its_caller(tmp_path: Path, when: str) -> str:
+def git_that_kills_its_caller(tmp_path: Path, when: str, *, before: bool = False) -> str:
     """A PATH whose `git` SIGKILLs goldenloop right after a command whose arguments (after
     git's own options) match the shell pattern `when` and that works on the user's index
-    (not a scratch one) has run: the kill lands between two git steps, every time."""
+    (not a scratch one) has run (`before`: instead of running it): the kill lands between
+    two steps, every time."""
     wrapper = tmp_path / "bin"
     wrapper.mkdir()
     real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
     (wrapper / "git").write_text(
         '#!/bin/sh\ncmd="$*"\nwhile case "$cmd" in --*) true;; *) false;; esac; do cmd="${cmd#* }"; done\n'
-        f'case "$cmd" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ {real_git} "$@"; kill -9 $PPID; exit 1; }};; '
+        f'case "$cmd" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ {":" if before else real_git} "$@"; '
+        'kill -9 $PPID; exit 1; };; '
         f'esac\nexec {real_git} "$@"\n')
     (wrapper / "git").chmod(0o755)
     return f"{wrapper}:{os.environ['PATH']}"
@@ -228,8 +230,8 @@ def test_recovery_that_cannot_tell_whose_change_it_is_stops_and_changes_nothing(
 def test_a_kill_between_the_index_and_the_ref_never_stages_the_fix_undone(git_repo: Path, tmp_path: Path) -> None:
     repo, state = agent_project(git_repo, tmp_path)
     (state / "runs").write_text("1")  # the agent writes the fix at once
-    # Killed right after the first of the commit's two steps on the user's side (index, ref).
-    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-index*|update-ref*")})
+    # Killed between the commit's two steps on the user's side: its index written, HEAD not moved.
+    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-ref*", before=True)})
     first.communicate(timeout=WAIT_S)
     assert first.returncode == -signal.SIGKILL
     staged = git(repo, "diff", "--cached", "HEAD", "--", "calc.py")
@@ -389,7 +391,7 @@ def test_the_journal_and_its_copies_of_your_files_are_never_committed(git_repo: 
 def test_a_kill_during_the_bookkeeping_commit_leaves_no_stale_index(git_repo: Path, tmp_path: Path) -> None:
     repo, state = agent_project(git_repo, tmp_path)
     (state / "runs").write_text("1")  # the agent writes the fix at once
-    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-index*.openagents*")})
+    first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-ref*bookkeeping*", before=True)})
     first.communicate(timeout=WAIT_S)
     assert first.returncode == -signal.SIGKILL
     staged = git(repo, "diff", "--cached", "HEAD", "--", ".openagents/tasks.jsonl")

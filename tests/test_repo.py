@@ -171,6 +171,47 @@ def test_a_commit_after_a_status_that_saw_nothing_staged_asks_git_again_only_if_
     assert git(project, "diff", "--cached", "--name-only") == ("README.md\n" if staged_since else "")
 
 
+def test_the_users_index_after_a_commit_is_the_committed_tree_and_the_next_commit_trusts_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit whose scratch index copies the user's (nothing else staged) hands that
+    index over as git would: the user sees a clean index, and the next commit, with no
+    `status` between (the task's bookkeeping), needs no `diff-index` or `update-index`."""
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    _attempt(project)
+    repo.commit(repo.changed_files(base, before), "t1: answer 42")
+    (project / "notes.txt").write_text("bookkeeping\n")
+    asked: list[str] = []
+    run = repo._git
+    monkeypatch.setattr(repo, "_git", lambda *args, **kw: asked.append(args[0]) or run(*args, **kw))
+
+    sha = repo.commit(["notes.txt"], "t1: bookkeeping")
+
+    assert asked == ["update-index", "write-tree", "commit-tree", "update-ref"]
+    assert git(project, "diff", "--cached", "--name-only") == ""  # nothing staged that HEAD lacks
+    assert repo.dirty_paths() == []
+    staged = git(project, "ls-files", "--stage", "notes.txt").split()[1]
+    assert staged == git(project, "rev-parse", f"{sha}:notes.txt").strip()
+
+
+def test_what_the_user_stages_while_a_commit_is_made_stays_staged_and_uncommitted(project: Path) -> None:
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    _attempt(project)
+    paths = repo.changed_files(base, before)
+
+    def user_stages(old: str, new: str) -> None:  # after the commit object, before the index is handed over
+        (project / "README.md").write_text("# staged by the user meanwhile\n")
+        git(project, "add", "README.md")
+
+    sha = repo.commit(paths, "t1: answer 42", before_ref=user_stages)
+
+    assert git(project, "diff", "--cached", "--name-only") == "README.md\n"
+    assert git(project, "show", f"{sha}:README.md") == "# sample\n"
+    assert git(project, "diff", "--cached", "--name-only", "--", *paths) == ""  # the commit's own entries
+
+
 def test_an_edit_in_the_second_the_index_was_written_is_still_committed(project: Path) -> None:
     # The scratch index is a copy of the user's. Git trusts an entry's stat data only when
     # the file is older than the index file; a copy stamped "now" would make it trust an

@@ -39,6 +39,8 @@ TRUNCATION_MARKER = "\n[... diff truncated: {shown} of {total} bytes shown ...]\
 # Given as options rather than variables: a command with no environment of its own
 # inherits ours as it is, with no copy of it built and encoded per process.
 _GIT = ("git", "--literal-pathspecs", "--no-optional-locks")
+# The identity of the user's index file that a scratch index copies (`_index_identity`).
+Seed = tuple[object, ...] | None
 # A patch must be machine-applicable whatever the user's diff configuration says.
 _DIFF_FLAGS = (
     "--no-color",
@@ -170,26 +172,61 @@ class GitPlumbing:
         `replaced` paths, whose entries the caller is about to overwrite anyway.
         `replaced=None`: any copy of the user's index will do (a diff against `rev` reads
         an index only for which paths it has, and the caller adds those it lacks)."""
-        with tempfile.TemporaryDirectory(prefix=temp_prefix("index")) as tmp:
-            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            if not self._copy_user_index(rev, None if replaced is None else set(replaced), env):
-                self._git("read-tree", rev, env=env)
+        with self._seeded_index(rev, replaced) as (env, _):
             yield env
 
-    def _copy_user_index(self, rev: str, replaced: set[str] | None, env: Mapping[str, str]) -> bool:
+    @contextmanager
+    def _seeded_index(self, rev: str, replaced: Iterable[str] | None) -> Iterator[tuple[dict[str, str], Seed]]:
+        """`_scratch_index`, and the identity of the user's index file it copies when it is
+        that file plus whatever the caller stages (None: it was read from `rev`'s tree)."""
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("index")) as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            usable, seed = self._copy_user_index(rev, None if replaced is None else set(replaced), env)
+            if not usable:
+                self._git("read-tree", rev, env=env)
+            yield env, seed
+
+    def _copy_user_index(self, rev: str, replaced: set[str] | None, env: Mapping[str, str]) -> tuple[bool, Seed]:
         """Seed the scratch index from the user's when it stages nothing but `replaced`
-        against `rev` (its stat data also spares git re-reading unchanged files)."""
+        against `rev` (its stat data also spares git re-reading unchanged files): whether
+        the copy will do, and the identity of the file copied when known."""
         copied = self._index_identity()
         try:  # with its mtime: git trusts an entry's stat data only when older than the index
             shutil.copy2(self.git_dir / "index", env["GIT_INDEX_FILE"])
         except OSError:  # no index yet, or unreadable: read the tree instead
-            return False
+            return False, None
+        seed = copied if copied is not None and self._index_identity() == copied else None
         if replaced is None:
-            return True
-        if copied is not None and self._nothing_staged == (copied, rev) and self._index_identity() == copied:
-            return True  # the very index file a `status` against `rev` found nothing staged in
+            return True, None
+        if seed is not None and self._nothing_staged == (seed, rev):
+            return True, seed  # the very index file a `status` against `rev` found nothing staged in
         staged = self._git("diff-index", "--cached", "--name-only", "-z", "--no-renames", rev, env=env)
-        return set(_split_z(staged)) <= replaced
+        return (True, seed) if set(_split_z(staged)) <= replaced else (False, None)
+
+    def _install_index(self, env: Mapping[str, str], seed: Seed) -> tuple[object, ...] | None:
+        """The scratch index becomes the user's, written as git writes one (`index.lock`,
+        then a rename), when the user's is still the file it copies: the same entries an
+        `update-index` of the committed paths would give, one process fewer. Returns the
+        new file's identity; None when nothing was done (the caller stages the usual way)."""
+        if seed is None or any(n.startswith("sharedindex.") for n in os.listdir(self.git_dir)):
+            return None  # a split index keeps entries in files this copy does not carry
+        index, lock = self.git_dir / "index", self.git_dir / "index.lock"
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError:  # git is writing it now: leave it to git
+            return None
+        try:
+            with os.fdopen(fd, "wb") as out:
+                ours = os.fstat(out.fileno()).st_ino
+                if self._index_identity() != seed:  # staged to since the copy: theirs stays
+                    raise FileExistsError
+                out.write(Path(env["GIT_INDEX_FILE"]).read_bytes())
+            os.replace(lock, index)
+        except OSError:
+            lock.unlink(missing_ok=True)
+            return None
+        found = self._index_identity()
+        return found if found is not None and found[0] == ours else None
 
     def _update_index(self, paths: list[str], env: Mapping[str, str] | None = None) -> None:
         """Index entries of `paths` as the working tree has them (gone files: removed)."""
@@ -426,16 +463,21 @@ class Repo(GitPlumbing):
         if gone:  # a deletion can only be staged for a path the base tree knows
             known = self._paths_in_tree(head, gone)
             present += [p for p in gone if p in known]
-        with self._scratch_index(head, replaced=[*present, *given]) as env:
+        with self._seeded_index(head, [*present, *given]) as (env, seed):
             self._stage(present, given, env)
             tree = self._git("write-tree", env=env)
-        if tree == self._tree_of(head):
-            raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD")
-        sha = self._git("commit-tree", tree, "-p", head, "-m", message, env=self._identity_env())
-        if before_ref is not None:
-            before_ref(head, sha)
-        self._stage(present, given)  # the user's index: what was just committed
+            if tree == self._tree_of(head):
+                raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD")
+            sha = self._git("commit-tree", tree, "-p", head, "-m", message, env=self._identity_env())
+            if before_ref is not None:
+                before_ref(head, sha)
+            installed = self._install_index(env, seed)  # the user's index: what was just committed
+        if installed is None:
+            self._stage(present, given)
         self._git("update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD", sha, head)
+        # Nothing staged before, only what was committed since: nothing staged still.
+        clean = installed is not None and self._nothing_staged == (seed, head)
+        self._nothing_staged = (installed, sha) if clean else None
         self._trees[sha] = tree
         logger.info("committed %d path(s) as %s", len(present) + len(given), sha[:12])
         return sha
