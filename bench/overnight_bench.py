@@ -46,7 +46,17 @@ import time
 from pathlib import Path
 
 import anyio
-from benchkit import Usage, backlog_repo, floor_then, git, init_repo, paired_ratio, precompile, run_measured
+from benchkit import (
+    GUARDED_TASK,
+    Usage,
+    backlog_repo,
+    floor_then,
+    git,
+    init_repo,
+    paired_ratio,
+    precompile,
+    run_measured,
+)
 
 from orchestrator.batch.engine import Budget, OvernightOptions, RepoReport, run_overnight_async
 from orchestrator.batch.worktree import Worktrees
@@ -68,6 +78,17 @@ for n in $(seq "$2"); do
   git add "hello_$n.txt"
   git commit -q -m "T-$n: write a file"
 done
+"""
+
+# The same tasks with the git work goldenloop's guarantees take (benchkit.GUARDED_TASK).
+PLUMBING_LOOP = GUARDED_TASK + r"""
+set -e
+cd "$1"
+T=$(mktemp -d)
+for n in $(seq "$2"); do
+  guarded_task "hello_$n.txt" "T-$n: write a file"
+done
+rm -rf "$T"
 """
 
 
@@ -123,6 +144,8 @@ def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
         run = run_measured(["bash", "-c", SHELL_LOOP, "loop", str(work), str(tasks)])
     elif what == "floor":
         run = run_measured(floor_then(SHELL_LOOP, str(work), str(tasks)))
+    elif what == "plumbing":
+        run = run_measured(floor_then(PLUMBING_LOOP, str(work), str(tasks)))
     else:
         return overnight_run(template, root, what, tasks, dict(os.environ))
     assert run.code == 0, f"{what} exited {run.code}"
@@ -176,7 +199,7 @@ def parallel_figures(tasks: int, rounds: int, before: str) -> None:
 
 def cli_figures(tasks: int, rounds: int) -> None:
     """F2 and F3 from `rounds` rounds of (1 worker, 2 workers, floor), order rotating."""
-    runs: dict[str, list[Usage]] = {"1": [], "2": [], "floor": [], "shell": [], "2 shells": []}
+    runs: dict[str, list[Usage]] = {"1": [], "2": [], "floor": [], "shell": [], "2 shells": [], "plumbing": []}
     order = list(runs)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="overnight-bench-") as tmp:
@@ -200,6 +223,11 @@ def cli_figures(tasks: int, rounds: int) -> None:
           f"(CPU of the pair over the one: "
           f"{paired_ratio([u.cpu_s for u in runs['2 shells']], [u.cpu_s for u in runs['shell']]):.2f})")
     print(f"CPU per task, medians: 2 workers {cpu['2']:.1f} ms (1 worker {cpu['1']:.1f} ms)")
+    plumbing = [u.cpu_s for u in runs["plumbing"]]
+    print(f"F2's plumbing floor: the same tasks with the git work goldenloop's guarantees take, by shell "
+          f"(python + {statistics.median(plumbing) / tasks * 1000:.1f} ms per task), over the floor: "
+          f"{paired_ratio(plumbing, [u.cpu_s for u in runs['floor']]):.2f}; overnight over it: "
+          f"{paired_ratio([u.cpu_s for u in runs['1']], plumbing):.2f}")
 
 
 def make_repo(repo: Path, tasks: int, sleep_s: float) -> Path:

@@ -36,7 +36,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchkit import STACK_FLOOR, Usage, console, floor_then, git, init_repo, paired_ratio, precompile, run_measured
+from benchkit import (
+    GUARDED_TASK,
+    STACK_FLOOR,
+    Usage,
+    console,
+    floor_then,
+    git,
+    init_repo,
+    paired_ratio,
+    precompile,
+    run_measured,
+)
 
 TEST_COMMAND = "true"  # the cheapest realistic check; the shell script runs the same
 AGENT_COMMAND = "test -s {prompt_file} && echo hello > hello.txt"
@@ -51,6 +62,14 @@ echo hello > hello.txt
 true
 git add hello.txt
 git commit -q -m "T-1: write hello.txt"
+"""
+# The same task with the git work goldenloop's guarantees take (benchkit.GUARDED_TASK).
+PLUMBING_STEPS = GUARDED_TASK + r"""
+set -e
+cd "$1"
+T=$(mktemp -d)
+guarded_task hello.txt "T-1: write hello.txt"
+rm -rf "$T"
 """
 
 # A git that counts its runs in $GIT_COUNT_LOG (their CPU comes from the process's children).
@@ -297,6 +316,12 @@ def report_f1(template: Path, root: Path, pairs: int) -> None:
           f"{cpu_floor * 1000:.0f} ms  (of it, separately: python {stack * 1000:.0f} ms, shell {shell * 1000:.0f} ms)")
     print(f"F1 = {paired_ratio([u.cpu_s for u in ours], [u.cpu_s for u in floor]):.2f}  (median of {pairs} paired "
           f"ratios; ratio of medians {cpu_ours / cpu_floor:.2f}; target <= 1.5)")
+    plumbing = [run_measured(floor_then(PLUMBING_STEPS, str(fresh_copy(template, root)))) for _ in range(pairs)]
+    assert all(u.code == 0 for u in plumbing), "the plumbing floor's shell script failed"
+    cpu_plumbing = statistics.median(u.cpu_s for u in plumbing)
+    print(f"F1's plumbing floor: the same python, then the task with the git work goldenloop's guarantees take, by "
+          f"shell (median CPU): {cpu_plumbing * 1000:.0f} ms, {cpu_plumbing / cpu_floor:.2f} of the floor; "
+          f"do-one-task is {cpu_ours / cpu_plumbing:.2f} of it")
     rss = [u.maxrss_kib / 1024 for u in ours]
     print(f"peak RSS of do-one-task: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB "
           "(target <= 60)")

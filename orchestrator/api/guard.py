@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
 import os
 from pathlib import Path
@@ -67,6 +68,7 @@ class BrowserGate:
         return None
 
 
+@functools.lru_cache(maxsize=256)  # a client sends the same Host each time: parse it once
 def _loopback_url(url: str) -> bool:
     try:
         parts = urlsplit(url)
