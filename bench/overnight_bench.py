@@ -14,9 +14,9 @@ the median of the paired ratios of wall time of 1 worker over 2 workers (target 
 with the load average before and after. goldenloop's own modules are byte-compiled first,
 as an install leaves them.
 
-`--before REF` measures F3 only, before and after: each round runs 1 and 2 workers with
-the code at REF (`git archive`) and with this tree, and the shell loops, in a rotating
-order, so that the two ratios are paired in time.
+`--before REF` measures F3 and F2, before and after: each round runs 1 and 2 workers with
+the code at REF (`git archive`) and with this tree, the shell loops and the floor, in a
+rotating order, so that the ratios are paired in time.
 
 `--scripted` measures instead what it measured before: `run_overnight_async` in-process,
 1 and 2 workers, on backlogs that the scripted model answers at once, the test command
@@ -176,7 +176,7 @@ def code_at(ref: str, root: Path) -> Path:
 
 def parallel_figures(tasks: int, rounds: int, before: str) -> None:
     """F3 before (the code at `before`) and after, paired within each round, order rotating."""
-    runs: dict[str, list[Usage]] = {w: [] for w in ("before 1", "before 2", "1", "2", "shell", "2 shells")}
+    runs: dict[str, list[Usage]] = {w: [] for w in ("before 1", "before 2", "1", "2", "shell", "2 shells", "floor")}
     order = list(runs)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="overnight-bench-") as tmp:
@@ -195,6 +195,11 @@ def parallel_figures(tasks: int, rounds: int, before: str) -> None:
     print(f"2 workers' wall, after over before: {paired_ratio(wall['2'], wall['before 2']):.2f}; 1 worker's: "
           f"{paired_ratio(wall['1'], wall['before 1']):.2f}")
     print(f"F3's headroom on this machine now: {paired_ratio(wall['shell'], wall['2 shells']):.2f}")
+    cpu = {w: [u.cpu_s for u in runs[w]] for w in order}
+    print(f"F2 before ({before}) = {paired_ratio(cpu['before 1'], cpu['floor']):.2f}, after = "
+          f"{paired_ratio(cpu['1'], cpu['floor']):.2f}  (CPU of 1 worker over the floor's; target <= 3); CPU per "
+          f"task, medians: before {statistics.median(cpu['before 1']) / tasks * 1000:.1f} ms, after "
+          f"{statistics.median(cpu['1']) / tasks * 1000:.1f} ms, floor {statistics.median(cpu['floor']) / tasks * 1000:.1f} ms")
 
 
 def cli_figures(tasks: int, rounds: int) -> None:
