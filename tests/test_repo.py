@@ -212,6 +212,25 @@ def test_what_the_user_stages_while_a_commit_is_made_stays_staged_and_uncommitte
     assert git(project, "diff", "--cached", "--name-only", "--", *paths) == ""  # the commit's own entries
 
 
+def test_the_index_handed_over_keeps_its_rights_and_a_killed_runs_leftover_goes(project: Path) -> None:
+    """A shared repository's index is group-writable: the new one must be too. An index a
+    run killed in the moment of the hand-over left in the git folder is removed."""
+    repo = Repo(project)
+    index = project / ".git" / "index"
+    index.chmod(0o664)
+    leftover = project / ".git" / "goldenloop-index-999999999.1-staged"  # no such process
+    leftover.write_bytes(b"half an index")
+    base, before = repo.head(), repo.untracked()
+    _attempt(project)
+
+    repo.commit(repo.changed_files(base, before), "t1: answer 42")
+
+    assert git(project, "diff", "--cached", "--name-only") == ""
+    assert index.stat().st_mode & 0o777 == 0o664
+    assert not leftover.exists()
+    assert not [p.name for p in (project / ".git").iterdir() if p.name.startswith(("goldenloop-", "index.lock"))]
+
+
 def test_an_edit_in_the_second_the_index_was_written_is_still_committed(project: Path) -> None:
     # The scratch index is a copy of the user's. Git trusts an entry's stat data only when
     # the file is older than the index file; a copy stamped "now" would make it trust an

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from orchestrator.tempfiles import temp_prefix
+from orchestrator.tempfiles import sweep_dead, temp_prefix
 
 logger = logging.getLogger("goldenloop.repo")
 
@@ -204,27 +205,35 @@ class GitPlumbing:
         return (True, seed) if set(_split_z(staged)) <= replaced else (False, None)
 
     def _install_index(self, env: Mapping[str, str], seed: Seed) -> tuple[object, ...] | None:
-        """The scratch index becomes the user's, written as git writes one (`index.lock`,
-        then a rename), when the user's is still the file it copies: the same entries an
-        `update-index` of the committed paths would give, one process fewer. Returns the
-        new file's identity; None when nothing was done (the caller stages the usual way)."""
-        if seed is None or any(n.startswith("sharedindex.") for n in os.listdir(self.git_dir)):
+        """The scratch index becomes the user's when the user's is still the file it
+        copies: the same entries an `update-index` of the committed paths would give, one
+        process fewer. Written beside it first, then renamed over it while `index.lock` is
+        held, as git excludes other writers: a kill leaves a lock behind only in the moment
+        of the rename. Returns the new file's identity; None when nothing was done (the
+        caller stages the usual way)."""
+        names = os.listdir(self.git_dir)
+        if seed is None or any(n.startswith("sharedindex.") for n in names):
             return None  # a split index keeps entries in files this copy does not carry
+        if any(n.startswith("goldenloop-") for n in names):
+            sweep_dead(self.git_dir)  # what a run killed in this moment left
         index, lock = self.git_dir / "index", self.git_dir / "index.lock"
+        staged = self.git_dir / f"{temp_prefix('index')}staged"
         try:
+            shutil.copyfile(env["GIT_INDEX_FILE"], staged)
+            os.chmod(staged, stat.S_IMODE(index.stat().st_mode))  # a shared repository's group rights
+            ours = staged.stat().st_ino
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except OSError:  # git is writing it now: leave it to git
+            staged.unlink(missing_ok=True)
             return None
         try:
-            with os.fdopen(fd, "wb") as out:
-                ours = os.fstat(out.fileno()).st_ino
-                if self._index_identity() != seed:  # staged to since the copy: theirs stays
-                    raise FileExistsError
-                out.write(Path(env["GIT_INDEX_FILE"]).read_bytes())
-            os.replace(lock, index)
-        except OSError:
+            if self._index_identity() != seed:  # staged to since the copy: theirs stays
+                return None
+            os.replace(staged, index)
+        finally:
+            os.close(fd)
             lock.unlink(missing_ok=True)
-            return None
+            staged.unlink(missing_ok=True)
         found = self._index_identity()
         return found if found is not None and found[0] == ours else None
 
