@@ -101,7 +101,10 @@ def outcomes_of(night: dict[str, Any], name: str) -> list[tuple]:
 
 
 def test_two_tasks_changing_one_line_at_once_land_one_and_keep_the_other_on_its_branch(night):
-    rows = {task_id: (status, reason) for task_id, status, reason, _ in outcomes_of(night, "calc")}
+    rows: dict[str, tuple[str, str]] = {}
+    for task_id, status, reason, _ in outcomes_of(night, "calc"):
+        if status != "skipped" or task_id not in rows:  # a job delivered again after it ended: not started
+            rows[task_id] = (status, reason)
     assert rows.pop("E-1")[0] == "blocked"
     assert sorted(status for status, _ in rows.values()) == ["blocked", "closed"]
     winner = next(t for t, (s, _) in rows.items() if s == "closed")

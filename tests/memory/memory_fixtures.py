@@ -12,7 +12,7 @@ from reflection.schema import FailureCategory, Reflection
 
 # A writer in its own interpreter: append n reflections (or forever) to the store named
 # by url ("jsonl": the files in memory_dir) once the `go` file exists, printing each id
-# once its append has returned.
+# once its append has returned; an append the server did not answer in time is made again.
 WRITER = """
 import os, sys, time
 from pathlib import Path
@@ -28,7 +28,14 @@ while n == "forever" or i < int(n):
     i += 1
     record = Reflection(session_id="s", task_id="t", subtask_id=tag, attempt_number=i, category="root_cause",
                         analysis="x" * 300, suggestion="try again", confidence=0.5)
-    store.append(record)
+    deadline = time.monotonic() + 600
+    while True:  # a busy machine may take longer to recover from a crash than a caller waits
+        try:
+            store.append(record)  # idempotent by id: appending again never makes a second record
+            break
+        except Exception as exc:
+            if type(exc).__name__ != "PostgresUnavailable" or time.monotonic() > deadline:
+                raise
     print(record.id, flush=True)
 """
 
