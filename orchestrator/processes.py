@@ -132,7 +132,15 @@ def escaped(processes: list[tuple[int, int, int]] | None = None) -> list[tuple[i
     me, mine = os.getpid(), os.getsid(0)
     found = [(pid, sid) for pid, ppid, sid in (_processes() if processes is None else processes)
              if ppid == me and sid != mine and sid not in live_sessions]
-    return [(pid, sid) for pid, sid in found if not (_starting and _environ(pid, STARTING_ENV) in _starting)]
+    return [(pid, sid) for pid, sid in found if not (_starting and _being_started(pid))]
+
+
+def _being_started(pid: int) -> bool:
+    """Whether a child is a command being started: its environment carries the mark, or,
+    between its fork and its exec, it still runs this very program (environment and
+    command line are still ours then, so the mark is not visible yet)."""
+    return (_environ(pid, STARTING_ENV) in _starting
+            or _read_proc(pid, "cmdline") == _read_proc(os.getpid(), "cmdline"))
 
 
 STARTING_ENV = "GOLDENLOOP_COMMAND"

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import anyio
@@ -288,6 +289,28 @@ def test_score_and_summary_of_a_partial_failure() -> None:
     )
     assert verdict.score == 0.75
     assert verdict.summary() == "test_failure: 1 failed, 3 passed — `pytest` exited with 1"
+
+
+def test_a_command_forked_but_not_yet_running_its_program_is_never_taken_for_an_escapee() -> None:
+    """Between its fork (and `setsid`) and its exec, a command's process still runs this
+    program, with this program's environment: the mark of a command being started is not
+    there yet. Another command ending in that moment must leave it alone (a parallel
+    task's check once died with -9 on a busy machine)."""
+    others = escaped_pids()
+    with starting_command():
+        child = os.fork()
+        if child == 0:  # a command's process before its exec
+            os.setsid()
+            time.sleep(60)
+            os._exit(0)
+        try:
+            while os.getsid(child) != child:  # its own session now, as a command's is
+                time.sleep(0.01)
+            assert kill_escaped(others) == []
+            assert os.waitpid(child, os.WNOHANG) == (0, 0)  # still running
+        finally:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
 
 
 def test_a_command_being_started_is_never_killed_as_an_escapee_by_another_command_ending() -> None:
