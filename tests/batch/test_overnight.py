@@ -686,6 +686,23 @@ time.sleep(60)
 """
 
 
+def two_tasks_whose_checks_hang(tmp_path: Path, state: Path, *, replies_again: bool = False) -> Path:
+    """T-1 and T-2, whose test command is `hang.py` (written by the caller) told `state`."""
+    again = {"times": None} if replies_again else {}  # a resumed run asks the model again
+    return features_project(
+        init_repo(tmp_path / "repo"),
+        [{"match": "Task T-1", "reply": write_file("greet.py", GREET), **again},
+         {"match": "Task T-2", "reply": write_file("negate.py", NEGATE), **again}],
+        [task("T-1", "Add greet"), task("T-2", "Add negate")],
+        testCommands=[f"{PY} {tmp_path / 'hang.py'} {state}"], retry={"preflight": False, "flakyReruns": 0},
+    )
+
+
+def start_two_workers(repo: Path, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "overnight", "--parallel", "2", str(repo)],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 @pytest.mark.slow
 def test_sigint_with_two_workers_on_loops_of_their_own_puts_both_tasks_back(tmp_path):
     """Each worker runs on an event loop of its own thread: an interrupt still reaches
@@ -693,16 +710,9 @@ def test_sigint_with_two_workers_on_loops_of_their_own_puts_both_tasks_back(tmp_
     state = tmp_path / "hung"
     state.mkdir()
     (tmp_path / "hang.py").write_text(HANG)
-    repo = features_project(
-        init_repo(tmp_path / "repo"),
-        [{"match": "Task T-1", "reply": write_file("greet.py", GREET)},
-         {"match": "Task T-2", "reply": write_file("negate.py", NEGATE)}],
-        [task("T-1", "Add greet"), task("T-2", "Add negate")],
-        testCommands=[f"{PY} {tmp_path / 'hang.py'} {state}"], retry={"preflight": False, "flakyReruns": 0},
-    )
+    repo = two_tasks_whose_checks_hang(tmp_path, state)
     base = git(repo, "rev-parse", "HEAD").strip()
-    run = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "overnight", "--parallel", "2", str(repo)],
-                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = start_two_workers(repo, tmp_path)
     deadline = time.monotonic() + WAIT_S
     while len(list(state.iterdir())) < 2:  # both workers' test commands hang
         assert run.poll() is None, run.communicate()
@@ -747,16 +757,9 @@ def test_two_workers_killed_in_their_test_steps_resume_with_each_task_landed_onc
     state.mkdir()
     (state / "armed").write_text("")
     (tmp_path / "hang.py").write_text(HANG_WHILE_ARMED)
-    repo = features_project(
-        init_repo(tmp_path / "repo"),
-        [{"match": "Task T-1", "reply": write_file("greet.py", GREET), "times": None},
-         {"match": "Task T-2", "reply": write_file("negate.py", NEGATE), "times": None}],
-        [task("T-1", "Add greet"), task("T-2", "Add negate")],
-        testCommands=[f"{PY} {tmp_path / 'hang.py'} {state}"], retry={"preflight": False, "flakyReruns": 0},
-    )
+    repo = two_tasks_whose_checks_hang(tmp_path, state, replies_again=True)
     base = git(repo, "rev-parse", "HEAD").strip()
-    first = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "overnight", "--parallel", "2", str(repo)],
-                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = start_two_workers(repo, tmp_path)
     deadline = time.monotonic() + WAIT_S
     while len([p for p in state.iterdir() if p.name != "armed"]) < 2:
         assert first.poll() is None, first.communicate()
