@@ -28,7 +28,7 @@ import stat
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -79,20 +79,17 @@ class Archived:
 
 
 class Unsynced:
-    """An append written to the history but not yet fsynced; with what was wrong, if
-    anything, with the memory files it was asked to check on its way (`checked`)."""
+    """Appends written to the history but not yet fsynced; the results refused (a full
+    session: `refused[i]` for `results[i]`, else None); what was wrong, if anything, with
+    the memory files it was asked to check on its way (`checked`)."""
 
-    def __init__(self, history: ReflectHistory, fd: int, number: int, checked: tuple[str, ...] = (),
-                 unsafe: Exception | None = None) -> None:
+    def __init__(self, history: ReflectHistory, fd: int, number: int, refused: list[ReflectionLimitReached | None],
+                 checked: tuple[str, ...] = (), unsafe: Exception | None = None) -> None:
         self._history, self._fd, self._number = history, fd, number
-        self.checked, self.unsafe = checked, unsafe
-
-    def covered(self) -> bool:
-        """Whether an fsync that began after this append was written has ended."""
-        return self._history._synced >= self._number
+        self.refused, self.checked, self.unsafe = refused, checked, unsafe
 
     def wait(self) -> None:
-        """Return once the append is on disk; the descriptor is closed either way."""
+        """Return once the appends are on disk; the descriptor is closed either way."""
         if self._fd < 0:
             return
         try:
@@ -101,7 +98,7 @@ class Unsynced:
             self.close()
 
     def close(self) -> None:
-        """Let go of the descriptor (the answer was not given: nothing was promised)."""
+        """Let go of the descriptor (no answer was given: nothing was promised)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -131,41 +128,59 @@ class ReflectHistory:
     def append(self, result: ReflectResult) -> None:
         """Add one result, on disk (fsynced) when this returns; ReflectionLimitReached
         when its session is full."""
-        self.append_unsynced(result).wait()
+        written = self.append_unsynced([result])
+        if written.refused[0] is not None:
+            written.close()
+            raise written.refused[0]
+        written.wait()
 
-    def append_unsynced(self, result: ReflectResult, *, check: tuple[str, ...] = ()) -> Unsynced:
-        """Add one result, written but not yet fsynced: `wait()` on the answer makes it
-        durable, outside the file lock, so that one fsync serves every append before it.
-        `check`: memory files checked as `check_memory_files` checks them, on the same way
-        into the memory folder; what is wrong with them is the answer's `unsafe`."""
-        line = orjson.dumps(result.to_dict()) + b"\n"
+    def append_unsynced(self, results: Sequence[ReflectResult], *, check: tuple[str, ...] = ()) -> Unsynced:
+        """Add results in one critical section, in order, each unless its session is full
+        (then its `refused` entry says so); written but not yet fsynced: `wait()` on the
+        answer makes them durable, outside the file lock, so that one fsync serves every
+        append before it. `check`: memory files checked as `check_memory_files` checks
+        them, on the same way into the memory folder; what is wrong with them is the
+        answer's `unsafe`."""
+        lines = [(result.session_id, orjson.dumps(result.to_dict()) + b"\n") for result in results]
         with self._mutex, self._memory(create=True) as memory:
             assert memory is not None  # created
             with _locked(memory, self.lock_wait_s):
                 fd = _open_file(memory, HISTORY_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT)
                 assert fd is not None  # O_CREAT
                 try:
-                    self._append_counted(fd, result.session_id, line)
+                    refused = self._append_counted(fd, lines)
                     unsafe = _problem_among(memory, check)
                 except BaseException:
                     os.close(fd)
                     raise
-            return Unsynced(self, fd, self._written, check, unsafe)
+            return Unsynced(self, fd, self._written, refused, check, unsafe)
 
-    def _append_counted(self, fd: int, session_id: str, line: bytes) -> None:
-        """Count, check the session's limit, append, and count the line appended: one
-        descriptor for all of it (caller holds the lock)."""
-        if self._count(fd)[session_id] >= self.max_per_session:
-            raise ReflectionLimitReached(session_id, self.max_per_session)
+    def _append_counted(self, fd: int, lines: list[tuple[str, bytes]]) -> list[ReflectionLimitReached | None]:
+        """Count, check each session's limit, append the lines it allows in one write, and
+        count them: one descriptor for all of it (caller holds the lock). A refusal for
+        each line of a full session, None for the others."""
+        counts = self._count(fd)
+        added: Counter[str] = Counter()
+        kept, refused = [], []
+        for session_id, line in lines:
+            full = counts[session_id] + added[session_id] >= self.max_per_session
+            refused.append(ReflectionLimitReached(session_id, self.max_per_session) if full else None)
+            if not full:
+                added[session_id] += 1
+                kept.append(line)
+        data = b"".join(kept)
+        if not data:
+            return refused
         inode, counted = self._seen
-        torn = self._size != counted  # a line left unfinished: ours starts on a new one
-        _write_all(fd, b"\n" + line if torn else line)
+        torn = self._size != counted  # a line left unfinished: ours start on a new one
+        _write_all(fd, b"\n" + data if torn else data)
         self._written += 1
-        if torn or os.fstat(fd).st_size != counted + len(line):
+        if torn or os.fstat(fd).st_size != counted + len(data):
             self._count(fd)  # read back: the torn line's end, or a writer that took no lock
         else:
-            self._counts[session_id] += 1  # the file holds what was counted, then just this line
-            self._seen = (inode, counted + len(line))
+            counts.update(added)  # the file holds what was counted, then just these lines
+            self._seen = (inode, counted + len(data))
+        return refused
 
     def _make_durable(self, fd: int, number: int) -> None:
         with self._sync_mutex:

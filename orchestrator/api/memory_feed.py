@@ -7,7 +7,7 @@ or the team's PostgreSQL database of `memory.store`. The loop ranks those record
 lessons for the next task's first prompt, so what a session taught reaches the next
 task, whichever way it was reflected on.
 
-Runs in the project's worker thread (routes.on_disk). The JSONL files are checked for
+Runs in the project's worker thread (routes.record). The JSONL files are checked for
 links first, as the history is (a link: nothing written, and the reason says so). A project.json that cannot
 be read, or a store that cannot be reached, costs the lesson, never the reflection: the
 answer's `memory.reason` says why nothing was kept.

@@ -2,16 +2,17 @@
 
 Each handler checks in the order that keeps the disk safe: the skill switch, the body
 (type, size, time, JSON, fields), the project folder against the roots, and only then a
-file. Blocking file work (the history's lock and append, then the memory's lesson) runs
-in a worker thread, one per project at a time, and the append's fsync after it, shared by
-the appends before it: the store serialises a project's calls anyway, and a project whose
-files stall (a slow disk, a lock another process keeps) must not take every thread.
+file. Blocking file work runs in a worker thread, one per project at a time: the store
+serialises a project's calls anyway, and a project whose files stall (a slow disk, a lock
+another process keeps) must not take every thread. Reflections waiting for that turn go
+together (group commit): one thread turn appends every waiting one to the history, leaves
+their lessons in the memory and fsyncs the history once, and only then are they answered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,21 +30,33 @@ from orchestrator.api.schemas import ClearResponse, HealthResponse, MemoryNote, 
 from orchestrator.api.settings import ApiSettings
 from reflection.fileio import LockTimeout
 from reflection.redact import redact
-from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath, Unsynced
+from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath
 from reflection.reflect_skill import Reflected, ReflectRequest, reflect_and_read
 
 T = TypeVar("T")
 
 
+@dataclass(eq=False)
+class Waiting:
+    """A reflection waiting for a turn of its project's worker thread; once a turn wrote it
+    (`done`), the lesson the memory kept of it, or why it was refused (`failed`)."""
+
+    reflected: Reflected
+    done: bool = False
+    kept: Remembered | None = None
+    failed: BaseException | None = None
+    gone: bool = False  # its request ended first: no turn takes it any more
+
+
 @dataclass(frozen=True)
 class Project:
     """A project's history store (its counts stay warm), its turn at a worker thread, and
-    its turn at the fsync that makes appends durable (so one project holds two threads at most)."""
+    the reflections waiting for that turn."""
 
     history: ReflectHistory
     turn: anyio.Lock
-    sync_turn: anyio.Lock
     memory: MemoryFeed  # what the loop reads: reflections feed it too
+    waiting: list[Waiting] = field(default_factory=list)
 
 
 class ApiState:
@@ -58,7 +71,7 @@ class ApiState:
     def project(self, folder: Path) -> Project:
         if folder not in self._projects:
             history = ReflectHistory(folder, max_per_session=self.settings.reflect.max_reflections)
-            self._projects[folder] = Project(history, anyio.Lock(), anyio.Lock(), MemoryFeed(folder, history))
+            self._projects[folder] = Project(history, anyio.Lock(), MemoryFeed(folder, history))
         return self._projects[folder]
 
 
@@ -68,10 +81,8 @@ async def on_disk(project: Project, call: Callable[..., T], *args: Any) -> T:
     async with project.turn:
         try:
             return await anyio.to_thread.run_sync(call, *args)
-        except UnsafeHistoryPath as exc:
-            raise ApiError(403, str(exc)) from None
-        except LockTimeout as exc:
-            raise ApiError(503, f"{exc}; try again later", {"Retry-After": "5"}) from None
+        except (UnsafeHistoryPath, LockTimeout) as exc:
+            raise _refusal(exc) from None
 
 
 def _state(request: Request) -> ApiState:
@@ -92,37 +103,63 @@ async def reflect(request: Request) -> Response:
         raise ApiError(409, str(ReflectionLimitReached(redact(asked.session_id), config.max_reflections)))
     reflected = await reflect_and_read(asked, criteria=config.criteria, threshold=config.threshold,
                                        model=state.settings.model)
-    try:
-        written, kept = await on_disk(project, _record, project, reflected, config.to_memory)
-    except ReflectionLimitReached as exc:
-        raise ApiError(409, str(exc)) from None
-    await durable(project, written)
+    kept = await record(project, reflected, config.to_memory)
     memory = MemoryNote(lesson_id=kept.lesson_id, reason=kept.reason) if kept else None
     return _ok(ReflectResponse(result=reflected.result, memory=memory))
 
 
-def _record(project: Project, reflected: Reflected, to_memory: bool) -> tuple[Unsynced, Remembered | None]:
-    """The history's line, then the memory's lesson, in one turn of the project's worker
-    thread: a second turn would cost a thread hop per request. The answer waits for the
-    line's fsync either way; the lesson of a line whose session was full is never written."""
-    written = project.history.append_unsynced(reflected.result, check=project.memory.files() if to_memory else ())
+async def record(project: Project, reflected: Reflected, to_memory: bool) -> Remembered | None:
+    """The reflection in the history, on disk when this returns, and its lesson in the
+    memory (None when `to_memory` is off or the session was full). Whoever gets the
+    project's turn writes every reflection waiting for it, its own among them: a thread
+    hop and an fsync cost more than a reflection's own file work."""
+    mine = Waiting(reflected)
+    project.waiting.append(mine)
     try:
-        return written, project.memory.remember(reflected, written) if to_memory else None
+        async with project.turn:
+            # A turn cancelled before its thread began leaves its batch waiting, not done.
+            project.waiting[:] = [w for w in project.waiting if not (w.done or w.gone)]
+            if not mine.done:
+                await anyio.to_thread.run_sync(_record_all, project, list(project.waiting), to_memory)
     except BaseException:
-        written.close()  # no answer will be given: nothing to make durable
+        mine.gone = True
         raise
+    if mine.failed is not None:
+        raise _refusal(mine.failed)
+    return mine.kept
 
 
-async def durable(project: Project, written: Unsynced) -> None:
-    """Return once an append is on disk. The fsync runs after the project's turn, so the
-    next appends go on meanwhile; whoever waited while it ran finds their line covered by
-    it and needs no thread of its own (group commit)."""
+def _record_all(project: Project, batch: list[Waiting], to_memory: bool) -> None:
+    """In the project's worker thread: the history's lines, then the memory's lessons (a
+    full session's line is refused and leaves none), then one fsync; each reflection of
+    the batch is done, with its lesson or its refusal. Nothing is answered until the
+    fsync ends: a failure before it fails them all."""
     try:
-        async with project.sync_turn:
-            if not written.covered():
-                await anyio.to_thread.run_sync(written.wait)
-    finally:
-        written.close()  # covered, or cancelled: no answer was given, so nothing promised
+        written = project.history.append_unsynced([w.reflected.result for w in batch],
+                                                  check=project.memory.files() if to_memory else ())
+        try:
+            kept = [project.memory.remember(w.reflected, written) if to_memory and refused is None else None
+                    for w, refused in zip(batch, written.refused)]
+            written.wait()
+        finally:
+            written.close()
+    except Exception as exc:
+        for waiting in batch:
+            waiting.failed, waiting.done = exc, True
+        return
+    for waiting, refused, lesson in zip(batch, written.refused, kept):
+        waiting.failed, waiting.kept, waiting.done = refused, lesson, True
+
+
+def _refusal(exc: BaseException) -> BaseException:
+    """What the client is told of a reflection the files refused; anything else stays a 500."""
+    if isinstance(exc, ReflectionLimitReached):
+        return ApiError(409, str(exc))
+    if isinstance(exc, UnsafeHistoryPath):
+        return ApiError(403, str(exc))
+    if isinstance(exc, LockTimeout):
+        return ApiError(503, f"{exc}; try again later", {"Retry-After": "5"})
+    return exc
 
 
 async def history_endpoint(request: Request) -> Response:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections import Counter
 from pathlib import Path
 
 import anyio
@@ -12,7 +14,8 @@ from apikit import HISTORY, REFLECT, Serve, conversation, history_file, reflect_
 
 from orchestrator.api import routes
 from orchestrator.api.schemas import ClearResponse, ErrorResponse, HealthResponse, HistoryResponse, ReflectResponse
-from orchestrator.api.settings import ReflectConfig
+from orchestrator.api.settings import ApiSettings, ReflectConfig
+from reflection.reflect_skill import ReflectRequest, reflect_and_read
 
 pytestmark = pytest.mark.anyio
 
@@ -88,6 +91,78 @@ async def test_fifty_concurrent_reflections_leave_fifty_records(serve: Serve, pr
     lines = history_file(project).read_bytes().splitlines()
     assert len(lines) == 50 and listed["count"] == 50
     assert sorted(orjson.loads(line)["sessionId"] for line in lines) == sorted(f"s-{n}" for n in range(50))
+
+
+async def test_reflections_answered_together_are_each_on_disk_first_and_the_limit_holds_among_them(
+        serve: Serve, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Requests that wait for the same turn are written and fsynced together; each answer
+    # must still come after its own line's fsync, and a session's limit counts every
+    # line before it, in the same batch or not.
+    synced: dict[int, int] = {}  # per file (inode): the largest size an fsync began at
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        seen = os.fstat(fd)
+        real_fsync(fd)
+        synced[seen.st_ino] = max(synced.get(seen.st_ino, 0), seen.st_size)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    codes: Counter[tuple[str, int]] = Counter()
+    lessons: list[str] = []
+    late: list[str] = []
+
+    async def post(session: str) -> None:
+        response = await client.post(REFLECT, json=reflect_body(project, session))
+        codes[session, response.status_code] += 1
+        if response.status_code == 200:
+            lessons.extend([response.json()["memory"]["lessonId"]] if response.json()["memory"]["lessonId"] else [])
+            data = history_file(project).read_bytes()
+            end = data.index(b"\n", data.index(response.json()["result"]["reflectionId"].encode())) + 1
+            if synced.get(history_file(project).stat().st_ino, 0) < end:
+                late.append(session)
+
+    async with serve(reflect=ReflectConfig(max_reflections=2)) as client:
+        async with anyio.create_task_group() as group:
+            for n in range(32):
+                group.start_soon(post, f"s-{n % 8}")
+    assert late == []
+    assert codes == {(f"s-{k}", code): 2 for k in range(8) for code in (200, 409)}
+    lines = history_file(project).read_bytes().splitlines()
+    assert Counter(orjson.loads(line)["sessionId"] for line in lines) == {f"s-{k}": 2 for k in range(8)}
+    kept = (project / ".openagents" / "memory" / "reflections.jsonl").read_bytes().splitlines()
+    assert lessons and sorted(orjson.loads(line)["id"] for line in kept) == sorted(lessons)
+
+
+async def test_a_reflection_whose_request_ends_while_it_waits_for_its_turn_is_never_written(project: Path) -> None:
+    state = routes.ApiState(ApiSettings(roots=(project.parent.resolve(),)), "test")
+    waiting_in = state.project(project.resolve())
+    config = state.settings.reflect
+    answered: list[str] = []
+
+    async def post(session: str) -> None:
+        asked = ReflectRequest.model_validate(reflect_body(project, session))
+        reflected = await reflect_and_read(asked, criteria=config.criteria, threshold=config.threshold)
+        await routes.record(waiting_in, reflected, config.to_memory)
+        answered.append(session)
+
+    async def post_until(session: str, scope: anyio.CancelScope) -> None:
+        with scope:
+            await post(session)
+
+    client_left = anyio.CancelScope()
+    async with anyio.create_task_group() as group:
+        async with waiting_in.turn:  # a turn in progress: the three reflections wait for it
+            group.start_soon(post, "s-1")
+            group.start_soon(post_until, "s-2", client_left)
+            group.start_soon(post, "s-3")
+            await anyio.wait_all_tasks_blocked()
+            client_left.cancel()
+            await anyio.wait_all_tasks_blocked()
+    assert sorted(answered) == ["s-1", "s-3"]
+    assert sorted(orjson.loads(line)["sessionId"] for line in history_file(project).read_bytes().splitlines()) == [
+        "s-1", "s-3"]
+    kept = (project / ".openagents" / "memory" / "reflections.jsonl").read_bytes()
+    assert b"s-1" in kept and b"s-2" not in kept
 
 
 async def test_delete_archives_the_history_and_deletes_nothing(serve: Serve, project: Path) -> None:
