@@ -136,10 +136,15 @@ def escaped(processes: list[tuple[int, int, int]] | None = None) -> list[tuple[i
 
 
 def _being_started(pid: int) -> bool:
-    """Whether a child is a command being started: its environment carries the mark, or,
-    between its fork and its exec, it still runs this very program (environment and
-    command line are still ours then, so the mark is not visible yet)."""
-    return (_environ(pid, STARTING_ENV) in _starting
+    """Whether a child may be a command being started: its environment carries the mark;
+    or, between its fork and its exec, it still runs this very program (environment and
+    command line are still ours then, so the mark is not visible yet); or it has no
+    memory to read, in the middle of its exec or exiting: a command as quick as `true`
+    may end before its start has returned, and reaping it would steal its exit code."""
+    environ = _read_proc(pid, "environ")
+    if not environ:
+        return True
+    return (_value_in(environ, STARTING_ENV) in _starting
             or _read_proc(pid, "cmdline") == _read_proc(os.getpid(), "cmdline"))
 
 
@@ -163,10 +168,12 @@ def starting_command() -> Iterator[dict[str, str]]:
 def _environ(pid: int, name: str) -> str | None:
     """The value of `name` in the environment `pid` was started with; None when it has none
     (or is gone, or not ours to read)."""
-    prefix = f"{name}=".encode()
     environ = _read_proc(pid, "environ")
-    if environ is None:
-        return None
+    return None if environ is None else _value_in(environ, name)
+
+
+def _value_in(environ: bytes, name: str) -> str | None:
+    prefix = f"{name}=".encode()
     return next((v[len(prefix):].decode(errors="replace") for v in environ.split(b"\0") if v.startswith(prefix)),
                 None)
 

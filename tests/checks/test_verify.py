@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -329,6 +330,28 @@ def test_a_command_being_started_is_never_killed_as_an_escapee_by_another_comman
     assert kill_escaped(others) == [started]  # never announced as a live session: an escapee like any other
     assert not Path(f"/proc/{started}").exists()  # killed and reaped
     child.returncode = -signal.SIGKILL  # reaped by kill_escaped, not by Popen
+
+
+def test_commands_ending_at_once_on_three_event_loops_each_report_their_own_exit_code(tmp_path: Path) -> None:
+    """Parallel workers run their checks on event loops of their own. A command as quick as
+    `exit 3` may end before its start has returned: its process then has no memory left to
+    read, and another command's end must not take it for an escapee, kill and reap it (its
+    exit code then read 255, about one command in thirty: a passing check failed)."""
+    codes: dict[int, list[int | None]] = {n: [] for n in (3, 4, 5)}
+
+    def worker(code: int) -> None:
+        async def commands() -> None:
+            for _ in range(100):
+                codes[code].append((await run_command(f"exit {code}", tmp_path, timeout_s=60)).exit_code)
+
+        anyio.run(commands)
+
+    threads = [threading.Thread(target=worker, args=(code,)) for code in codes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {code: set(seen) for code, seen in codes.items()} == {3: {3}, 4: {4}, 5: {5}}
 
 
 SCANS_CHECK = """\
