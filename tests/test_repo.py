@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from projects import git
 
-from orchestrator.git.repo import FALLBACK_EMAIL, FALLBACK_NAME, Repo, RepoError
+from orchestrator.git.repo import FALLBACK_EMAIL, FALLBACK_NAME, ReplayConflict, Repo, RepoError
 
 
 @pytest.fixture
@@ -400,6 +400,56 @@ def test_a_snapshot_that_does_not_apply_is_a_clear_error(project: Path) -> None:
     (project / "src" / "app.py").write_text("something else entirely\n")
     with pytest.raises(RepoError, match="snapshot does not apply"):
         repo.apply_snapshot(patch)
+
+
+def _task_commit(root: Path, base: str, name: str, text: str, message: str) -> str:
+    """A commit of one file on top of `base`, by another author at another time, on no branch."""
+    git(root, "checkout", "-q", "--detach", base)
+    (root / name).write_text(text)
+    git(root, "add", name)
+    git(root, "-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.org", "commit", "-q",
+        "--date=2026-01-02T03:04:05+0100", "-m", message)
+    sha = git(root, "rev-parse", "HEAD").strip()
+    git(root, "checkout", "-q", "-")
+    return sha
+
+
+def test_a_commit_made_again_on_a_moved_branch_is_what_a_rebase_makes_of_it(project: Path) -> None:
+    base = git(project, "rev-parse", "HEAD").strip()
+    task = _task_commit(project, base, "task.py", "x = 1\n", "T-1: a task\n\nWith a body,\n  kept as written.")
+    (project / "other.py").write_text("y = 2\n")
+    git(project, "add", "other.py")
+    git(project, "commit", "-q", "-m", "another task landed first")
+    tip = git(project, "rev-parse", "HEAD").strip()
+    status_before = git(project, "status", "--porcelain")
+
+    replayed = Repo(project).replay(task, tip)
+
+    git(project, "checkout", "-q", "--detach", task)
+    git(project, "rebase", "-q", tip)
+    rebased = git(project, "rev-parse", "HEAD").strip()
+    git(project, "checkout", "-q", "main")
+    assert replayed is not None and replayed != task
+    for what in ("%T", "%P", "%an <%ae> %ad", "%B"):  # tree, parent, author and date, message
+        assert git(project, "show", "-s", f"--format={what}", replayed) == git(project, "show", "-s", f"--format={what}", rebased)
+    assert git(project, "status", "--porcelain") == status_before  # no working tree or index was touched
+    assert git(project, "rev-parse", "HEAD").strip() == tip
+
+
+def test_a_conflicting_commit_is_not_made_again_and_what_a_rebase_must_do_is_left_to_it(project: Path) -> None:
+    base = git(project, "rev-parse", "HEAD").strip()
+    task = _task_commit(project, base, "src/app.py", "def answer():\n    return 43\n", "T-1: 43")
+    (project / "src" / "app.py").write_text("def answer():\n    return 44\n")
+    git(project, "commit", "-q", "-am", "44 landed first")
+    tip = git(project, "rev-parse", "HEAD").strip()
+    repo = Repo(project)
+    with pytest.raises(ReplayConflict, match="src/app.py"):
+        repo.replay(task, tip)
+    git(project, "merge", "-q", "--no-edit", "--no-ff", _task_commit(project, tip, "n.py", "n = 1\n", "T-2"))
+    merge = git(project, "rev-parse", "HEAD").strip()
+    assert repo.replay(merge, tip) is None  # a merge: rebased instead
+    assert repo.replay(task, task) is None  # already there: a rebase drops it
+    assert git(project, "rev-parse", "HEAD").strip() == merge
 
 
 def test_head_is_read_from_packed_refs_and_from_a_worktree(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -54,6 +55,10 @@ _DIFF_FLAGS = (
 )
 
 
+class ReplayConflict(Exception):
+    """A commit's change conflicts with the commit it was to be made again on; says where."""
+
+
 class RepoError(Exception):
     """The repository cannot be used as asked; the message is one sentence for a user."""
 
@@ -72,6 +77,29 @@ def _split_z(output: str) -> list[str]:
 
 def _lines_of(items: list[str]) -> bytes:
     return b"".join(os.fsencode(item) + b"\n" for item in items)
+
+
+def _plain_commit(body: bytes | None) -> tuple[str, dict[str, str], bytes] | None:
+    """(its one parent, its author as GIT_AUTHOR_* variables, its message) of a commit with
+    nothing but a tree, one parent, an author and a committer; None for anything else (a
+    merge, a signature, an encoding of its own), which a rebase keeps right."""
+    if body is None:
+        return None
+    head, _, message = body.partition(b"\n\n")
+    fields = [line.partition(b" ") for line in head.split(b"\n")]
+    names = [name for name, _, _ in fields]
+    if sorted(names) != [b"author", b"committer", b"parent", b"tree"]:
+        return None
+    values = {name.decode(): value for name, _, value in fields}
+    author = re.fullmatch(rb"(.*) <(.*)> (\d+ [+-]\d{4})", values["author"])
+    if author is None:
+        return None
+    try:
+        name, email, date = (part.decode() for part in author.groups())
+        parent = values["parent"].decode()
+    except UnicodeDecodeError:
+        return None
+    return parent, {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date}, message
 
 
 def _truncate(text: str, max_bytes: int | None) -> str:
@@ -140,10 +168,10 @@ class GitPlumbing:
             raise RepoError(f"git {args[0]} failed: {detail}")
         return done.stdout.removesuffix("\n") if strip else done.stdout
 
-    def _objects(self, *args: str, data: bytes = b"") -> bytes:
+    def _objects(self, *args: str, data: bytes = b"", env: Mapping[str, str] | None = None) -> bytes:
         """A git command fed `data` on its standard input; its output as bytes (object work)."""
         try:
-            done = subprocess.run([*_GIT, *args], cwd=self.root, input=data,
+            done = subprocess.run([*_GIT, *args], cwd=self.root, input=data, env={**os.environ, **env} if env else None,
                                   capture_output=True, check=False)
         except FileNotFoundError:
             raise RepoError("git is not installed (or not on PATH); goldenloop needs it") from None
@@ -251,14 +279,65 @@ class GitPlumbing:
 
     def _loose_tree_of(self, commit: str) -> str | None:
         """A commit's tree read from its loose object (a process spared); None if packed."""
+        body = self._loose_commit(commit)
+        if body is None or not body.startswith(b"tree "):
+            return None
+        return body[5:body.index(b"\n")].decode("ascii")
+
+    def _loose_commit(self, commit: str) -> bytes | None:
+        """A commit object's bytes, read from its loose file; None if packed (or no commit)."""
         try:
             raw = zlib.decompress((self.common_dir / "objects" / commit[:2] / commit[2:]).read_bytes())
         except (OSError, zlib.error):
             return None
         header, _, body = raw.partition(b"\0")
-        if not (header.startswith(b"commit ") and body.startswith(b"tree ")):
+        return body if header.startswith(b"commit ") else None
+
+    # -- commits made by plumbing -------------------------------------------------------
+
+    def _identity_env(self) -> dict[str, str]:
+        """Fallback author/committer variables for whatever identity git has no value for."""
+        if self._identity is None:
+            self._identity = self._find_identity_env()
+        return self._identity
+
+    def _find_identity_env(self) -> dict[str, str]:
+        # `git config --get-regexp` exits 1 when nothing matches: not an error here.
+        listed = _run(["config", "--name-only", "--get-regexp", IDENTITY_KEYS], cwd=self.root).stdout
+        configured = set(listed.lower().split())
+        env: dict[str, str] = {}
+        for role in ("author", "committer"):
+            for field, fallback in (("name", FALLBACK_NAME), ("email", FALLBACK_EMAIL)):
+                var = f"GIT_{role.upper()}_{field.upper()}"
+                given = os.environ.get(var) or (field == "email" and os.environ.get("EMAIL"))
+                if given or {f"user.{field}", f"{role}.{field}"} & configured:
+                    continue
+                env[var] = fallback
+        return env
+
+    def replay(self, commit: str, onto: str) -> str | None:
+        """`commit` made again on top of `onto`, as a rebase of that one commit would, but
+        without touching a working tree or an index: git merges the trees alone
+        (`merge-tree --write-tree`, git 2.38 and later), then `commit-tree` keeps the
+        commit's message and author. ReplayConflict when the change conflicts there. None
+        where a rebase must do it: no plain loose commit with one parent (a merge, a signed
+        one), `onto` not descended from that parent, a change `onto` already holds, an older git."""
+        plain = _plain_commit(self._loose_commit(commit))
+        if plain is None:
             return None
-        return body[5:body.index(b"\n")].decode("ascii")
+        parent, author, message = plain
+        if _run(["merge-base", "--is-ancestor", parent, onto], cwd=self.root).returncode != 0:
+            return None
+        merged = _run(["merge-tree", "--write-tree", "--name-only", onto, commit], cwd=self.root)
+        if merged.returncode == 1:
+            raise ReplayConflict(([""] + [line for line in merged.stdout.splitlines() if line.strip()])[-1])
+        tree = merged.stdout.partition("\n")[0]
+        if merged.returncode != 0 or tree == self._tree_of(onto):
+            return None
+        sha = self._objects("commit-tree", tree, "-p", onto, "-F", "-", data=message,
+                            env={**self._identity_env(), **author}).decode().strip()
+        self._trees[sha] = tree
+        return sha
 
     # -- state ----------------------------------------------------------------------
 
@@ -430,26 +509,6 @@ class Repo(GitPlumbing):
                 raise RepoError(f"the snapshot does not apply to {self.root}: {exc}") from exc
 
     # -- writing --------------------------------------------------------------------
-
-    def _identity_env(self) -> dict[str, str]:
-        """Fallback author/committer variables for whatever identity git has no value for."""
-        if self._identity is None:
-            self._identity = self._find_identity_env()
-        return self._identity
-
-    def _find_identity_env(self) -> dict[str, str]:
-        # `git config --get-regexp` exits 1 when nothing matches: not an error here.
-        listed = _run(["config", "--name-only", "--get-regexp", IDENTITY_KEYS], cwd=self.root).stdout
-        configured = set(listed.lower().split())
-        env: dict[str, str] = {}
-        for role in ("author", "committer"):
-            for field, fallback in (("name", FALLBACK_NAME), ("email", FALLBACK_EMAIL)):
-                var = f"GIT_{role.upper()}_{field.upper()}"
-                given = os.environ.get(var) or (field == "email" and os.environ.get("EMAIL"))
-                if given or {f"user.{field}", f"{role}.{field}"} & configured:
-                    continue
-                env[var] = fallback
-        return env
 
     def commit(self, paths: list[str], message: str, *, before_ref: Callable[[str, str], None] | None = None,
                contents: Mapping[str, bytes | None] | None = None) -> str:

@@ -618,7 +618,7 @@ def test_a_worker_worktree_is_reset_to_the_new_base_for_each_task_and_merged_lin
             git(tree.path, "add", name)
             git(tree.path, "commit", "-q", "-m", f"{tree.task_id}: add {name}")
         (one,) = trees.integrate(first)
-        (two,) = trees.integrate(second)  # rebased onto T-1's commit
+        (two,) = trees.integrate(second)  # made again on top of T-1's commit
         assert git(repo, "rev-list", "--reverse", "HEAD~2..HEAD").split() == [one, two]
         assert git(repo, "rev-list", "--min-parents=2", "main") == ""
 
@@ -647,6 +647,29 @@ def test_a_worker_worktree_is_reset_to_the_new_base_for_each_task_and_merged_lin
         trees.remove(second)
     assert worktrees(repo) == [f"worktree {repo}"]
     assert not trees.home.exists()
+
+
+def test_a_task_of_two_commits_lands_both_in_order_on_a_branch_that_moved(tmp_path):
+    repo = init_repo(tmp_path / "repo")
+    trees = Worktrees(repo.resolve())
+    tree = trees.add("worker-1")
+    try:
+        trees.start(tree, "T-1", trees.head())
+        for name in ("a.py", "b.py"):
+            (tree.path / name).write_text("x = 1\n")
+            git(tree.path, "add", name)
+            git(tree.path, "commit", "-q", "-m", f"T-1: add {name}")
+        (repo / "c.py").write_text("landed first\n")
+        git(repo, "add", "c.py")
+        git(repo, "commit", "-q", "-m", "another task landed first")
+        tip = git(repo, "rev-parse", "HEAD").strip()
+        landed = trees.integrate(tree)  # two commits: rebased, not made again one by one
+        assert [git(repo, "show", "-s", "--format=%s", sha).strip() for sha in landed] == ["T-1: add a.py",
+                                                                                        "T-1: add b.py"]
+        assert git(repo, "rev-parse", f"{landed[0]}^").strip() == tip
+        assert git(repo, "rev-parse", "HEAD").strip() == landed[-1] and (repo / "b.py").is_file()
+    finally:
+        trees.remove(tree)
 
 
 # -- 6. interrupted by the user ----------------------------------------------------------------
