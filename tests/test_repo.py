@@ -449,6 +449,7 @@ def test_a_conflicting_commit_is_not_made_again_and_what_a_rebase_must_do_is_lef
     merge = git(project, "rev-parse", "HEAD").strip()
     assert repo.replay(merge, tip) is None  # a merge: rebased instead
     assert repo.replay(task, task) is None  # already there: a rebase drops it
+    assert repo.replay(task, base) == task  # on top of it already: a rebase leaves it as it is
     assert git(project, "rev-parse", "HEAD").strip() == merge
 
 

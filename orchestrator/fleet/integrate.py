@@ -9,7 +9,8 @@ fleet-wide lock (`orchestrator.fleet.locks`), `integrate`:
 2. fetches, and reads the task's status at the remote tip: a task another worker has
    closed or blocked meanwhile (a worker thought dead that finished after all) keeps the
    tip's result and ours is dropped, so a task is integrated exactly once;
-3. rebases the code commits onto the tip (never the bookkeeping, which git's line merge
+3. rebases the code commits onto the tip (a task's one commit is made again there by git's
+   merge of trees, `GitPlumbing.replay`; never the bookkeeping, which git's line merge
    would garble), writes the bookkeeping merged three-way (`orchestrator.fleet.bookkeeping`),
    records the rebased shas on the task and commits the bookkeeping;
 4. pushes to the base branch. A push refused because the branch moved (someone outside
@@ -36,6 +37,7 @@ import orjson
 from orchestrator.batch.worktree import BRANCH_PREFIX
 from orchestrator.fleet.bookkeeping import TASKS, merge_file
 from orchestrator.fleet.mirror import NETWORK_TIMEOUT_S, GitFailed, Mirrors, RepoRef, blob, failure, git, run_git
+from orchestrator.git.repo import ReplayConflict
 from orchestrator.layout import PREFIX, safe_name
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.session import ProjectSession
@@ -128,12 +130,17 @@ def _onto(session: ProjectSession, ref: RepoRef, mirrors: Mirrors, outcome: Task
     """The task's commits and bookkeeping on top of `tip`, committed in the worktree."""
     tree = session.project_dir
     if work.head != work.start:
-        git(tree, "reset", "--quiet", "--hard", work.head)
         try:
-            git(tree, "rebase", "--quiet", "--onto", tip, work.start)
-        except GitFailed as exc:
-            git(tree, "rebase", "--abort", check=False)
+            replayed = session.repo.replay(work.head, tip)  # a task's one commit: no rebase's checkouts
+        except ReplayConflict as exc:
             return _conflict(session, ref, mirrors, outcome, work, tip, str(exc))
+        git(tree, "reset", "--quiet", "--hard", replayed or work.head)
+        if replayed is None:
+            try:
+                git(tree, "rebase", "--quiet", "--onto", tip, work.start)
+            except GitFailed as exc:
+                git(tree, "rebase", "--abort", check=False)
+                return _conflict(session, ref, mirrors, outcome, work, tip, str(exc))
     else:
         git(tree, "reset", "--quiet", "--hard", tip)
     rebased = git(tree, "rev-list", "--reverse", f"{tip}..HEAD").split()

@@ -326,6 +326,8 @@ class GitPlumbing:
         if plain is None:
             return None
         parent, author, message = plain
+        if parent == onto:
+            return commit  # on top of it already: a rebase leaves it as it is
         if _run(["merge-base", "--is-ancestor", parent, onto], cwd=self.root).returncode != 0:
             return None
         merged = _run(["merge-tree", "--write-tree", "--name-only", onto, commit], cwd=self.root)
