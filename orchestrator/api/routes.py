@@ -30,7 +30,7 @@ from orchestrator.api.schemas import ClearResponse, HealthResponse, MemoryNote, 
 from orchestrator.api.settings import ApiSettings
 from reflection.fileio import LockTimeout
 from reflection.redact import redact
-from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath
+from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath, Unsynced
 from reflection.reflect_skill import Reflected, ReflectRequest, reflect_and_read
 
 T = TypeVar("T")
@@ -133,22 +133,31 @@ def _record_all(project: Project, batch: list[Waiting], to_memory: bool) -> None
     """In the project's worker thread: the history's lines, then the memory's lessons (a
     full session's line is refused and leaves none), then one fsync; each reflection of
     the batch is done, with its lesson or its refusal. Nothing is answered until the
-    fsync ends: a failure before it fails them all."""
+    fsync ends: a failure of the files fails them all, one lesson's failure its own."""
     try:
         written = project.history.append_unsynced([w.reflected.result for w in batch],
                                                   check=project.memory.files() if to_memory else ())
         try:
-            kept = [project.memory.remember(w.reflected, written) if to_memory and refused is None else None
+            kept = [_lesson(project, w.reflected, written) if to_memory and refused is None else refused
                     for w, refused in zip(batch, written.refused)]
             written.wait()
         finally:
             written.close()
     except Exception as exc:
-        for waiting in batch:
-            waiting.failed, waiting.done = exc, True
-        return
-    for waiting, refused, lesson in zip(batch, written.refused, kept):
-        waiting.failed, waiting.kept, waiting.done = refused, lesson, True
+        kept = [exc] * len(batch)
+    for waiting, lesson in zip(batch, kept):
+        if isinstance(lesson, BaseException):
+            waiting.failed = lesson
+        else:
+            waiting.kept = lesson
+        waiting.done = True
+
+
+def _lesson(project: Project, reflected: Reflected, written: Unsynced) -> Remembered | Exception:
+    try:
+        return project.memory.remember(reflected, written)
+    except Exception as exc:  # a fault of one reflection's lesson: the others are answered
+        return exc
 
 
 def _refusal(exc: BaseException) -> BaseException:

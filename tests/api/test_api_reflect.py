@@ -13,9 +13,10 @@ import pytest
 from apikit import HISTORY, REFLECT, Serve, conversation, history_file, reflect_body
 
 from orchestrator.api import routes
+from orchestrator.api.memory_feed import MemoryFeed, Remembered
 from orchestrator.api.schemas import ClearResponse, ErrorResponse, HealthResponse, HistoryResponse, ReflectResponse
 from orchestrator.api.settings import ApiSettings, ReflectConfig
-from reflection.reflect_skill import ReflectRequest, reflect_and_read
+from reflection.reflect_skill import Reflected, ReflectRequest, reflect_and_read
 
 pytestmark = pytest.mark.anyio
 
@@ -133,16 +134,23 @@ async def test_reflections_answered_together_are_each_on_disk_first_and_the_limi
     assert lessons and sorted(orjson.loads(line)["id"] for line in kept) == sorted(lessons)
 
 
+async def _reflected(project: Path, session: str) -> Reflected:
+    config = ReflectConfig()
+    asked = ReflectRequest.model_validate(reflect_body(project, session))
+    return await reflect_and_read(asked, criteria=config.criteria, threshold=config.threshold)
+
+
+def _waiting_room(project: Path) -> routes.Project:
+    """A project of a server's state, called without a server: its turn can be held."""
+    return routes.ApiState(ApiSettings(roots=(project.parent.resolve(),)), "test").project(project.resolve())
+
+
 async def test_a_reflection_whose_request_ends_while_it_waits_for_its_turn_is_never_written(project: Path) -> None:
-    state = routes.ApiState(ApiSettings(roots=(project.parent.resolve(),)), "test")
-    waiting_in = state.project(project.resolve())
-    config = state.settings.reflect
+    waiting_in = _waiting_room(project)
     answered: list[str] = []
 
     async def post(session: str) -> None:
-        asked = ReflectRequest.model_validate(reflect_body(project, session))
-        reflected = await reflect_and_read(asked, criteria=config.criteria, threshold=config.threshold)
-        await routes.record(waiting_in, reflected, config.to_memory)
+        await routes.record(waiting_in, await _reflected(project, session), True)
         answered.append(session)
 
     async def post_until(session: str, scope: anyio.CancelScope) -> None:
@@ -163,6 +171,35 @@ async def test_a_reflection_whose_request_ends_while_it_waits_for_its_turn_is_ne
         "s-1", "s-3"]
     kept = (project / ".openagents" / "memory" / "reflections.jsonl").read_bytes()
     assert b"s-1" in kept and b"s-2" not in kept
+
+
+async def test_a_fault_in_one_reflections_lesson_fails_its_answer_alone(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = MemoryFeed.remember
+
+    def remember(feed: MemoryFeed, reflected: Reflected, written: object = None) -> object:
+        if reflected.result.session_id == "s-2":
+            raise RuntimeError("a fault in one lesson")
+        return real(feed, reflected, written)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MemoryFeed, "remember", remember)
+    waiting_in = _waiting_room(project)
+    answers: dict[str, object] = {}
+
+    async def post(session: str) -> None:
+        try:
+            answers[session] = await routes.record(waiting_in, await _reflected(project, session), True)
+        except RuntimeError as exc:
+            answers[session] = exc
+
+    async with anyio.create_task_group() as group:
+        async with waiting_in.turn:  # the three go as one batch
+            for session in ("s-1", "s-2", "s-3"):
+                group.start_soon(post, session)
+            await anyio.wait_all_tasks_blocked()
+    assert str(answers.pop("s-2")) == "a fault in one lesson"
+    kept = (project / ".openagents" / "memory" / "reflections.jsonl").read_bytes()
+    assert all(isinstance(a, Remembered) and a.lesson_id and a.lesson_id.encode() in kept for a in answers.values())
 
 
 async def test_delete_archives_the_history_and_deletes_nothing(serve: Serve, project: Path) -> None:
