@@ -143,7 +143,7 @@ def _record_all(project: Project, batch: list[Waiting], to_memory: bool) -> None
             written.wait()
         finally:
             written.close()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - each request of the batch answers it (a 500 when unforeseen)
         kept = [exc] * len(batch)
     for waiting, lesson in zip(batch, kept):
         if isinstance(lesson, BaseException):
@@ -156,7 +156,7 @@ def _record_all(project: Project, batch: list[Waiting], to_memory: bool) -> None
 def _lesson(project: Project, reflected: Reflected, written: Unsynced) -> Remembered | Exception:
     try:
         return project.memory.remember(reflected, written)
-    except Exception as exc:  # a fault of one reflection's lesson: the others are answered
+    except Exception as exc:  # noqa: BLE001 - a fault of one reflection's lesson: the others are answered
         return exc
 
 

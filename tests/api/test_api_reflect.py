@@ -115,17 +115,19 @@ async def test_reflections_answered_together_are_each_on_disk_first_and_the_limi
     async def post(session: str) -> None:
         response = await client.post(REFLECT, json=reflect_body(project, session))
         codes[session, response.status_code] += 1
-        if response.status_code == 200:
-            lessons.extend([response.json()["memory"]["lessonId"]] if response.json()["memory"]["lessonId"] else [])
-            data = history_file(project).read_bytes()
-            end = data.index(b"\n", data.index(response.json()["result"]["reflectionId"].encode())) + 1
-            if synced.get(history_file(project).stat().st_ino, 0) < end:
-                late.append(session)
+        if response.status_code != 200:
+            return
+        answer = response.json()
+        if answer["memory"]["lessonId"]:
+            lessons.append(answer["memory"]["lessonId"])
+        data = history_file(project).read_bytes()
+        end = data.index(b"\n", data.index(answer["result"]["reflectionId"].encode())) + 1
+        if synced.get(history_file(project).stat().st_ino, 0) < end:
+            late.append(session)
 
-    async with serve(reflect=ReflectConfig(max_reflections=2)) as client:
-        async with anyio.create_task_group() as group:
-            for n in range(32):
-                group.start_soon(post, f"s-{n % 8}")
+    async with serve(reflect=ReflectConfig(max_reflections=2)) as client, anyio.create_task_group() as group:
+        for n in range(32):
+            group.start_soon(post, f"s-{n % 8}")
     assert late == []
     assert codes == {(f"s-{k}", code): 2 for k in range(8) for code in (200, 409)}
     lines = history_file(project).read_bytes().splitlines()
@@ -158,14 +160,13 @@ async def test_a_reflection_whose_request_ends_while_it_waits_for_its_turn_is_ne
             await post(session)
 
     client_left = anyio.CancelScope()
-    async with anyio.create_task_group() as group:
-        async with waiting_in.turn:  # a turn in progress: the three reflections wait for it
-            group.start_soon(post, "s-1")
-            group.start_soon(post_until, "s-2", client_left)
-            group.start_soon(post, "s-3")
-            await anyio.wait_all_tasks_blocked()
-            client_left.cancel()
-            await anyio.wait_all_tasks_blocked()
+    async with anyio.create_task_group() as group, waiting_in.turn:  # a turn in progress: the three wait
+        group.start_soon(post, "s-1")
+        group.start_soon(post_until, "s-2", client_left)
+        group.start_soon(post, "s-3")
+        await anyio.wait_all_tasks_blocked()
+        client_left.cancel()
+        await anyio.wait_all_tasks_blocked()
     assert sorted(answered) == ["s-1", "s-3"]
     assert sorted(orjson.loads(line)["sessionId"] for line in history_file(project).read_bytes().splitlines()) == [
         "s-1", "s-3"]
@@ -192,11 +193,10 @@ async def test_a_fault_in_one_reflections_lesson_fails_its_answer_alone(
         except RuntimeError as exc:
             answers[session] = exc
 
-    async with anyio.create_task_group() as group:
-        async with waiting_in.turn:  # the three go as one batch
-            for session in ("s-1", "s-2", "s-3"):
-                group.start_soon(post, session)
-            await anyio.wait_all_tasks_blocked()
+    async with anyio.create_task_group() as group, waiting_in.turn:  # the three go as one batch
+        for session in ("s-1", "s-2", "s-3"):
+            group.start_soon(post, session)
+        await anyio.wait_all_tasks_blocked()
     assert str(answers.pop("s-2")) == "a fault in one lesson"
     kept = (project / ".openagents" / "memory" / "reflections.jsonl").read_bytes()
     assert all(isinstance(a, Remembered) and a.lesson_id and a.lesson_id.encode() in kept for a in answers.values())
