@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import threading
 import time
@@ -37,6 +38,7 @@ from orchestrator.checks.convergence import StopReason
 from orchestrator.git.repo import Repo
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
+from orchestrator.recovery import landing
 from orchestrator.runlog import Listener, RunLog, new_run_id
 from orchestrator.session import (
     EXIT_BLOCKED,
@@ -241,9 +243,13 @@ class RepoRun:
         tree, repo = slot.tree, slot.repo
         # The worktree is the worker's own: resetting it needs no lock on the main checkout.
         await anyio.to_thread.run_sync(self.worktrees.start, tree, task.id, self.session.repo.head())
+        # Closed in the worktree is not done until its commits land: written down first.
+        await anyio.to_thread.run_sync(landing.expect, self.session.project_dir, task.id)
         outcome = await self.session.run_task(task, repo=repo, limits=[self.spend], bookkeeping=False)
         if outcome.status == "closed" and outcome.commits:
             await self.on_main(self.integrate, task, tree, outcome)
+        else:
+            landing.landed(self.session.project_dir, task.id)
         return outcome
 
     def add_worktree(self, name: str) -> Worktree:
@@ -269,8 +275,9 @@ class RepoRun:
     def integrate(self, task: Task, tree: Worktree, outcome: TaskOutcome) -> bool:
         """Bring a closed task's commits onto the base branch; False on a conflict."""
         assert self.worktrees is not None
+        root = self.session.project_dir
         try:
-            outcome.commits = self.worktrees.integrate(tree)
+            outcome.commits = self.worktrees.integrate(tree, functools.partial(landing.landing, root, task.id))
         except MergeConflict as exc:
             outcome.status, outcome.reason = "blocked", f"merge conflict: {exc}"
             # The loop closed it in the worktree; blocked now, so not closed at any time.
@@ -278,8 +285,10 @@ class RepoRun:
             self.session.runlog.event(  # type: ignore[union-attr]
                 "merge_conflict", taskId=task.id, branch=tree.branch, reason=str(exc)
             )
+            landing.landed(root, task.id)
             return False
         self.session.board.update(task.id, commits=outcome.commits)
+        landing.landed(root, task.id)
         return True
 
     def record(self, outcome: TaskOutcome) -> None:

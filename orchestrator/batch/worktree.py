@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,13 +147,15 @@ class Worktrees:
         tree.base = base
         self.provide(tree)
 
-    def integrate(self, tree: Worktree) -> list[str]:
+    def integrate(self, tree: Worktree, before_merge: Callable[[list[str]], object] = list) -> list[str]:
         """Bring the task's commits (on the worktree's HEAD) onto the base branch; returns
-        their shas there. On the main checkout's lock."""
+        their shas there, which `before_merge` is given first. On the main checkout's lock."""
         tip = self.head()
         head, commits = self._tree_head(tree), None
         if tip != tree.base:
             head, commits = self._onto(tree, tip, head)
+        commits = commits or self._git("rev-list", "--reverse", f"{tip}..{head}").split()
+        before_merge(commits)
         try:
             self._git("merge", "--ff-only", "--quiet", head)
         except GitFailed as exc:
@@ -163,7 +165,7 @@ class Worktrees:
                 f"{tree.branch} ({_last_line(exc.stderr)})"
             ) from None
         tree.base = head  # the next task starts from here unless the base moves on
-        return commits or self._git("rev-list", "--reverse", f"{tip}..{head}").split()
+        return commits
 
     def _onto(self, tree: Worktree, tip: str, head: str) -> tuple[str, list[str] | None]:
         """The task's commits moved on top of `tip`: (the new head, [it] when one commit was

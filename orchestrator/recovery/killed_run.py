@@ -5,7 +5,8 @@
 1. `stop_leftover_processes`: what the dead run's checks or agent left running is killed
    (their sessions are in the journal), so nothing writes on while the tree is judged;
 2. `finish_killed_commits`: a commit built but not yet on HEAD (code or bookkeeping) is
-   finished, so the user's next `git commit` never reverts it;
+   finished, so the user's next `git commit` never reverts it; `finish_killed_landings`:
+   a parallel task closed before its commits reached the branch is opened again;
 3. `left_by_killed_run`: the paths the dead run's attempt changed, which the dirty-tree
    check must not take for the user's;
 4. `recover`: each task left in progress has its unfinished subtask undone (only what the
@@ -25,8 +26,9 @@ import orjson
 
 from orchestrator.checks.convergence import StopReason
 from orchestrator.git.repo import Repo
-from orchestrator.layout import Layout
+from orchestrator.layout import Layout, safe_name
 from orchestrator.loop.plan import Subtask, SubtaskPlan
+from orchestrator.recovery import landing
 from orchestrator.recovery.journal import Journal, early_sessions_path, stop_leftovers
 from orchestrator.recovery.recovered import Keeper, kept_event
 from orchestrator.runlog import RunLog
@@ -76,6 +78,22 @@ class KilledRun:
             journal = Journal.load(self.repo.root, task.id)
             if journal is not None:
                 journal.finish_commit(self.repo)
+
+    def finish_killed_landings(self) -> None:
+        """A parallel task is closed in its worktree before its commits land on the base
+        branch (recovery/landing.py). Commits that landed are recorded on the task; a task
+        closed without them is not done, and is opened again."""
+        tasks = {safe_name(t.id): t for t in self.board.tasks()}
+        for path, name, commits in landing.left(self.repo.root):
+            task = tasks.get(name)
+            if task is not None and commits and self.repo.contains(commits[-1]):
+                if task.commits != commits:
+                    self.board.update(task.id, commits=commits)
+            elif task is not None and task.status == "closed":
+                self.board.update(task.id, status="open", closed_at=None, close_reason=None, commits=[])
+                self.notices.append(f"{task.id} was closed by a run killed before its commits reached "
+                                    f"{self.repo.branch() or 'HEAD'}: it is open again")
+            path.unlink(missing_ok=True)
 
     # -- 3. the paths it changed ----------------------------------------------------------
 

@@ -100,6 +100,7 @@ class ProjectSession:
         killed = self.killed_run = KilledRun(self.repo, self.board, self.runlog, self.notices)
         killed.stop_leftover_processes()  # a killed run's agent must not write on
         killed.finish_killed_commits()
+        killed.finish_killed_landings()
         refuse_dirty_tree(self.repo, self.pending, allow_dirty=self.overrides.allow_dirty,
                           left_by_killed_run=killed.left_by_killed_run, notices=self.notices)
         self.runlog.attach(self.project_dir)  # a usable project, and ours: its run log may be written

@@ -36,6 +36,7 @@ from projects import (
     tasks_on_disk,
     write_file,
 )
+from test_recovery import git_that_kills_its_caller
 
 from orchestrator.batch.worktree import MergeConflict, Worktrees
 from orchestrator.cli import overnight_main
@@ -943,3 +944,37 @@ def test_the_night_stops_when_task_after_task_cannot_run_for_the_same_reason(
                                             "environment: The test command `no-such-test-runner --all`")
     assert {t: tasks_on_disk(repo)[t]["status"] for t in ("T-4", "T-5")} == {"T-4": "open", "T-5": "open"}
     assert outcome_lines(repo) == []  # nothing to learn about code from a missing program
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["merge-tree*", "commit-tree*", r"merge\ --ff-only*"])
+def test_a_parallel_run_killed_while_a_task_lands_leaves_no_false_close(tmp_path, capsys, when):
+    """SIGKILL right after the replay's merge of trees, its new commit, or the merge onto
+    main: a task its worker had closed in its worktree is closed only if its commits are on
+    main, and the next run lands each task on main exactly once (it once said "backlog
+    empty" with a closed task's work nowhere on main)."""
+    repo = features_project(
+        init_repo(tmp_path / "repo"),
+        [{"match": "Task T-1", "reply": write_file("greet.py", GREET), "times": None},
+         {"match": "Task T-2", "reply": write_file("negate.py", NEGATE), "times": None}],
+        [task("T-1", "Add greet"), task("T-2", "Add negate")],
+    )
+    base = git(repo, "rev-parse", "HEAD").strip()
+    first = subprocess.run([sys.executable, "-m", "orchestrator.cli", "overnight", "--parallel", "2", str(repo)],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=WAIT_S, check=False,
+                           env={**os.environ, "PATH": git_that_kills_its_caller(tmp_path, when)})
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    landed = git(repo, "log", "--format=%s", f"{base}..main").splitlines()
+    assert len(landed) <= 1  # the first task at most: the second was being made again
+    assert [line for line in status(repo).splitlines() if ".openagents/" not in line] == []
+
+    assert overnight(repo, "--parallel", "2", "--json") == 0
+
+    board = tasks_on_disk(repo)
+    assert {board["T-1"]["status"], board["T-2"]["status"]} == {"closed"}
+    for task_id, path in (("T-1", "greet.py"), ("T-2", "negate.py")):
+        (sha,) = board[task_id]["commits"]
+        assert on_main(repo, sha)
+        assert git(repo, "log", "--format=%H", f"{base}..main", "--", path).split() == [sha]  # landed once
+    assert git(repo, "rev-list", "--min-parents=2", "main") == ""
+    assert worktrees(repo) == [f"worktree {repo}"]
