@@ -147,7 +147,7 @@ class Worktrees:
         tree.base = base
         self.provide(tree)
 
-    def integrate(self, tree: Worktree, before_merge: Callable[[list[str]], object] = list) -> list[str]:
+    def integrate(self, tree: Worktree, before_merge: Callable[[list[str]], object] | None = None) -> list[str]:
         """Bring the task's commits (on the worktree's HEAD) onto the base branch; returns
         their shas there, which `before_merge` is given first. On the main checkout's lock."""
         tip = self.head()
@@ -155,7 +155,8 @@ class Worktrees:
         if tip != tree.base:
             head, commits = self._onto(tree, tip, head)
         commits = commits or self._git("rev-list", "--reverse", f"{tip}..{head}").split()
-        before_merge(commits)
+        if before_merge is not None:
+            before_merge(commits)
         try:
             self._git("merge", "--ff-only", "--quiet", head)
         except GitFailed as exc:

@@ -331,8 +331,9 @@ class GitPlumbing:
         if _run(["merge-base", "--is-ancestor", parent, onto], cwd=self.root).returncode != 0:
             return None
         merged = _run(["merge-tree", "--write-tree", "--name-only", onto, commit], cwd=self.root)
-        if merged.returncode == 1:
-            raise ReplayConflict(([""] + [line for line in merged.stdout.splitlines() if line.strip()])[-1])
+        if merged.returncode == 1:  # its last message names the conflict
+            said = [line for line in merged.stdout.splitlines() if line.strip()]
+            raise ReplayConflict(said[-1] if said else "a conflict")
         tree = merged.stdout.partition("\n")[0]
         if merged.returncode != 0 or tree == self._tree_of(onto):
             return None
