@@ -26,15 +26,18 @@ def _path(root: Path, task_id: str) -> Path:
 
 
 def expect(root: Path, task_id: str) -> None:
-    """Before the task runs: a close of it means nothing until its commits have landed."""
+    """Before the task runs: a close of it means nothing until its commits have landed.
+    Fsynced, as the board's close is: this must be on disk first."""
     path = _path(root, task_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, orjson.dumps({"commits": []}))
 
 
 def landing(root: Path, task_id: str, commits: list[str]) -> None:
-    """Just before the merge: the commits about to land on the base branch."""
-    atomic_write(_path(root, task_id), orjson.dumps({"commits": commits}))
+    """Just before the merge: the commits about to land on the base branch. Not fsynced,
+    as git's merge is not: a power cut that loses this loses the merge too, or makes the
+    next run open the task again, which is work done twice, never a false "done"."""
+    atomic_write(_path(root, task_id), orjson.dumps({"commits": commits}), durable=False)
 
 
 def landed(root: Path, task_id: str) -> None:
