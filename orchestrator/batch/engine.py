@@ -241,20 +241,18 @@ class RepoRun:
             slot.tree = await self.on_main(self.add_worktree, slot.name)
             slot.repo = await anyio.to_thread.run_sync(Repo, slot.tree.path)
         tree, repo = slot.tree, slot.repo
-        await anyio.to_thread.run_sync(self.start_in, tree, task)
+        # The worktree is the worker's own: resetting it needs no lock on the main checkout.
+        # A close in it is not done until the task's commits land: that is written down
+        # first, its fsync while git resets the worktree.
+        async with anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, landing.expect, self.session.project_dir, task.id)
+            await anyio.to_thread.run_sync(self.worktrees.start, tree, task.id, self.session.repo.head())
         outcome = await self.session.run_task(task, repo=repo, limits=[self.spend], bookkeeping=False)
         if outcome.status == "closed" and outcome.commits:
             await self.on_main(self.integrate, task, tree, outcome)
         else:
             landing.landed(self.session.project_dir, task.id)
         return outcome
-
-    def start_in(self, tree: Worktree, task: Task) -> None:
-        """The worktree is the worker's own: resetting it needs no lock on the main checkout.
-        A close in it is not done until the task's commits land: that is written down first."""
-        assert self.worktrees is not None
-        self.worktrees.start(tree, task.id, self.session.repo.head())
-        landing.expect(self.session.project_dir, task.id)
 
     def add_worktree(self, name: str) -> Worktree:
         assert self.worktrees is not None
