@@ -765,6 +765,18 @@ def test_sigint_with_two_workers_on_loops_of_their_own_puts_both_tasks_back(tmp_
     assert sorted(restored) == ["T-1", "T-2"]
 
 
+def assert_each_task_landed_once(repo: Path, base: str) -> None:
+    """T-1's greet.py and T-2's negate.py each on main in the one commit its task names,
+    in a linear history, with no worktree left."""
+    board = tasks_on_disk(repo)
+    for task_id, path in (("T-1", "greet.py"), ("T-2", "negate.py")):
+        (sha,) = board[task_id]["commits"]
+        assert on_main(repo, sha)
+        assert git(repo, "log", "--format=%H", f"{base}..main", "--", path).split() == [sha]  # landed once
+    assert git(repo, "rev-list", "--min-parents=2", "main") == ""
+    assert worktrees(repo) == [f"worktree {repo}"]
+
+
 HANG_WHILE_ARMED = """import os, sys, time
 from pathlib import Path
 
@@ -804,13 +816,7 @@ def test_two_workers_killed_in_their_test_steps_resume_with_each_task_landed_onc
 
     (summary,) = json_summaries(capsys.readouterr().out)
     assert outcomes(summary) == {"T-1": "closed", "T-2": "closed"}
-    board = tasks_on_disk(repo)
-    for task_id, path in (("T-1", "greet.py"), ("T-2", "negate.py")):
-        (sha,) = board[task_id]["commits"]
-        assert on_main(repo, sha)
-        assert git(repo, "log", "--format=%H", f"{base}..main", "--", path).split() == [sha]  # landed once
-    assert git(repo, "rev-list", "--min-parents=2", "main") == ""
-    assert worktrees(repo) == [f"worktree {repo}"]
+    assert_each_task_landed_once(repo, base)
     assert git(repo, "branch", "--list", "goldenloop/*") == ""
     assert status(repo) == ""
 
@@ -972,9 +978,4 @@ def test_a_parallel_run_killed_while_a_task_lands_leaves_no_false_close(tmp_path
 
     board = tasks_on_disk(repo)
     assert {board["T-1"]["status"], board["T-2"]["status"]} == {"closed"}
-    for task_id, path in (("T-1", "greet.py"), ("T-2", "negate.py")):
-        (sha,) = board[task_id]["commits"]
-        assert on_main(repo, sha)
-        assert git(repo, "log", "--format=%H", f"{base}..main", "--", path).split() == [sha]  # landed once
-    assert git(repo, "rev-list", "--min-parents=2", "main") == ""
-    assert worktrees(repo) == [f"worktree {repo}"]
+    assert_each_task_landed_once(repo, base)
