@@ -60,23 +60,36 @@ def placeholder(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Rule:
-    """One kind of secret: where it is, and what replaces it."""
+    """One kind of secret: where it is, and what replaces it.
+
+    Its patterns are compiled the first time a text triggers the rule: most texts trigger
+    none, and compiling all of them would cost every fresh process about 13 ms.
+    """
 
     kind: str
-    pattern: re.Pattern[str]
+    pattern: re.Pattern[str] | str
     # Lower-case literals, one of which every match contains: a cheap pre-filter.
     triggers: tuple[str, ...]
     replace: Replacer
     # A search every text with a match also matches, far cheaper than the pattern's own
     # (for a pattern that tries each word, where the trigger is common).
-    needs: re.Pattern[str] | None = None
+    needs: re.Pattern[str] | str | None = None
+
+    def compile(self) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+        """The rule's patterns, compiled once (two threads may both compile: the same result)."""
+        if isinstance(self.pattern, str):
+            self.pattern = re.compile(self.pattern)
+        if isinstance(self.needs, str):
+            self.needs = re.compile(self.needs)
+        return self.pattern, self.needs
 
     def apply(self, text: str) -> str:
-        if self.needs is not None and self.needs.search(text) is None:
+        pattern, needs = self.compile()
+        if needs is not None and needs.search(text) is None:
             return text
-        return self.pattern.sub(self.replace, text)
+        return pattern.sub(self.replace, text)
 
 
 def _splice(match: re.Match[str], group: str, kind: str) -> str:
@@ -450,8 +463,7 @@ _B = r"(?<![\w-])"  # a token starts here: not inside a word or a dashed name
 def _rule(
     kind: str, pattern: str, triggers: tuple[str, ...], replace: Replacer | None = None, needs: str | None = None
 ) -> _Rule:
-    return _Rule(kind, re.compile(pattern), triggers, replace or _replace_secret_group(kind),
-                 re.compile(needs) if needs else None)
+    return _Rule(kind, pattern, triggers, replace or _replace_secret_group(kind), needs)
 
 
 def _replace_token(kind: str) -> Replacer:

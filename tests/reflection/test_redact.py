@@ -290,6 +290,16 @@ def test_redact_is_idempotent() -> None:
     assert once != corpus
 
 
+def test_every_rule_compiles_though_each_is_compiled_only_when_a_text_triggers_it() -> None:
+    # A typo in a rule that few texts trigger would otherwise first fail on a user's text.
+    from reflection.redact import _RULES
+
+    for rule in _RULES:
+        pattern, needs = rule.compile()
+        assert isinstance(pattern, re.Pattern), rule.kind
+        assert needs is None or isinstance(needs, re.Pattern), rule.kind
+
+
 def test_large_input_with_long_unbroken_runs_finishes_and_is_fully_redacted() -> None:
     env = f"OPENAI_API_KEY={OPENAI}\nDB_PASSWORD={DB_PASSWORD}\nhost 10.1.2.3 mail ops@acme-corp.com\n"
     hostile = (
