@@ -7,7 +7,11 @@ process and the floor run on a fresh copy of the repository: a fresh python that
 only pydantic (`BaseModel`), anyio and asyncio, then a shell script doing the same edit,
 test command, `git add` and `git commit`. F1 is the median of the paired CPU ratios (user
 + sys, children included, from os.wait4; target <= 1.5). goldenloop's own modules are
-byte-compiled first, as an install leaves them. It also prints the peak RSS of the
+byte-compiled first, as an install leaves them. Beside F1 go two floors under it: the
+plumbing floor (the same python, then the task with the git work goldenloop's guarantees
+take, by shell) and the code floor (that, plus loading the byte code of the goldenloop
+modules a run imports and the run's own CPU once all of them are imported: what F1 would
+be if importing them ran no code at all). It also prints the peak RSS of the
 goldenloop process (target <= 60 MiB), whether litellm or openai was imported, the wall
 time of `--help` of each command (target < 0.3 s, no litellm), the time to report a
 missing API key (target < 0.5 s), and where the CPU time of one fresh run goes.
@@ -91,6 +95,31 @@ from orchestrator.cli import do_one_task_main
 sys.exit(do_one_task_main(sys.argv[2:]))
 """
 
+
+# F1's code floor, in one process: a first run imports what a run needs; then the CPU of
+# unmarshalling those goldenloop modules' byte code (loading the code, running none of it)
+# and of each later run, with nothing left to import (children not counted). argv: the
+# fresh copies to run in; prints JSON [unmarshal seconds, [run seconds, ...]].
+CODE_FLOOR = """
+import contextlib, importlib.util, io, json, marshal, sys, time
+from pathlib import Path
+from orchestrator.cli import do_one_task_main
+def run(work):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        do_one_task_main(["--dir", work])
+run(sys.argv[1])
+own = [m for m in sys.modules if m.split(".")[0] in ("orchestrator", "reflection")]
+codes = [Path(importlib.util.cache_from_source(importlib.util.find_spec(m).origin)).read_bytes() for m in own]
+start = time.process_time()
+for code in codes:
+    marshal.loads(code[16:])
+unmarshal, runs = time.process_time() - start, []
+for work in sys.argv[2:]:
+    start = time.process_time()
+    run(work)
+    runs.append(time.process_time() - start)
+print(json.dumps([unmarshal, runs]))
+"""
 
 def make_template(root: Path, config: dict) -> Path:
     """A committed repository with one task and `config` as its project.json."""
@@ -322,6 +351,10 @@ def report_f1(template: Path, root: Path, pairs: int) -> None:
     print(f"F1's plumbing floor: the same python, then the task with the git work goldenloop's guarantees take, by "
           f"shell (median CPU): {cpu_plumbing * 1000:.0f} ms, {cpu_plumbing / cpu_floor:.2f} of the floor; "
           f"do-one-task is {cpu_ours / cpu_plumbing:.2f} of it")
+    load, work = code_floor(template, root, pairs)
+    print(f"F1's code floor: the plumbing floor, plus loading goldenloop's byte code ({load * 1000:.0f} ms) and "
+          f"the run's own CPU once everything is imported ({work * 1000:.0f} ms): "
+          f"{(cpu_plumbing + load + work) / cpu_floor:.2f} of the floor, with no module's import work at all")
     rss = [u.maxrss_kib / 1024 for u in ours]
     print(f"peak RSS of do-one-task: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB "
           "(target <= 60)")
@@ -329,6 +362,17 @@ def report_f1(template: Path, root: Path, pairs: int) -> None:
     print(f"imported by the run: litellm {'yes' if litellm_imported(cmd, clean_env()) else 'no'}, openai "
           f"{'yes' if litellm_imported([*cmd[:-1], str(fresh_copy(template, root))], clean_env(), 'openai') else 'no'}")
 
+
+def code_floor(template: Path, root: Path, runs: int) -> tuple[float, float]:
+    """(CPU of loading the byte code of the goldenloop modules a run imports, median CPU
+    of the run's own work once they are all imported), from CODE_FLOOR."""
+    works = [shutil.copytree(template, root / f"code-floor-{n}", symlinks=True) for n in range(runs + 1)]
+    done = subprocess.run([sys.executable, "-c", CODE_FLOOR, *map(str, works)], capture_output=True, text=True,
+                          env=clean_env(), check=True)
+    for work in works:
+        shutil.rmtree(work)
+    load, run_cpu = json.loads(done.stdout.splitlines()[-1])
+    return load, statistics.median(run_cpu)
 
 def report_help_and_key(root: Path, runs: int) -> None:
     for command in ("do-one-task", "overnight"):
