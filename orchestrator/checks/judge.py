@@ -34,6 +34,7 @@ from orchestrator.checks.preflight import (
     waived_failures,
 )
 from orchestrator.checks.settings import CheckSettings
+from orchestrator.checks.tests_run import fewer_tests_ran
 from orchestrator.checks.verify import Verdict, verify
 from orchestrator.checks.waivers import Waivers, waive_command
 from orchestrator.config import RetryConfig
@@ -91,6 +92,9 @@ class Judge:
         if broken:
             return Judgement("integrity", broken, failure=broken)
         if verdict.passed:
+            vanished = self._vanished(verdict)
+            if vanished:
+                return Judgement("integrity", vanished, failure=vanished)
             return Judgement("passed", verdict.summary())
         environment = self._environment(verdict)
         if environment:
@@ -170,6 +174,12 @@ class Judge:
         globs = self.retry.test_globs or DEFAULT_TEST_GLOBS
         result = check_integrity(changed, (), diff, globs=globs, about_tests=self.about_tests)
         return f"rejected: {result.reason}" if result else None
+
+    def _vanished(self, verdict: Verdict) -> str | None:
+        """Why a passing verdict ran fewer tests than the preflight (see `tests_run`)."""
+        if not self.retry.test_integrity or self.about_tests or self.baseline is None:
+            return None
+        return fewer_tests_ran(self.baseline.verdict, verdict)
 
     def _environment(self, verdict: Verdict) -> str | None:
         if not self.retry.route_by_failure or not verdict.steps:

@@ -196,6 +196,44 @@ def test_a_retry_that_fixes_nothing_more_stops_blocked_with_the_last_failures_na
     assert [e["action"] for e in events_of(repo, "repeat")][-1] == "counted as a failed attempt"
 
 
+def new_file(path: str, content: str, why: str) -> str:
+    """A reply that writes a whole file, as models write one."""
+    return f"{why}\n\n{path}\n<<<<<<< FILE\n{content}>>>>>>> FILE\n"
+
+
+DESELECT = " ".join(f"--deselect {test}" for test in (COLLAPSES, EMPTY))
+
+
+@pytest.mark.parametrize(
+    ("reply", "now"),
+    [
+        pytest.param(new_file("pyproject.toml", f'[tool.pytest.ini_options]\naddopts = "{DESELECT}"\n',
+                              "Those two tests are out of scope."), "1 ran now", id="pyproject deselects them"),
+        pytest.param(new_file("setup.cfg", "[tool:pytest]\naddopts = -k 'not collapses and not empty'\n",
+                              "Run only the stable tests."), "1 ran now", id="setup.cfg selects around them"),
+        pytest.param(new_file("textkit/__init__.py", 'import os, sys\n\nif "pytest" in sys.modules:\n'
+                              "    os._exit(0)\n", "Skip the slow import under test."),
+                     "the test commands printed no count", id="the package ends pytest with exit 0"),
+    ],
+)
+def test_a_fix_that_stops_the_failing_tests_running_blocks_the_task(
+    git_repo: Path, capsys: Capsys, reply: str, now: str
+) -> None:
+    # The runner passes, but on fewer tests than the preflight ran: the bug is still there.
+    repo = textkit(git_repo, [{"match": "Task T-1", "reply": reply}])
+    head = git(repo, "rev-parse", "HEAD").strip()
+
+    assert do_one_task(repo) == 1
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+    committed = git(repo, "diff", "--name-only", head, "HEAD").split()
+    assert all(path.startswith(".openagents/") for path in committed)
+    assert pytest_fails(repo) == [COLLAPSES, EMPTY]
+    out = capsys.readouterr().out
+    assert f"rejected: 3 test(s) ran before the task and {now}" in out
+    assert "PASS" not in out and "closed" not in out
+
+
 # -- the controls: right fixes and the user's waivers close the task -----------------------------
 
 
