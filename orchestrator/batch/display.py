@@ -73,9 +73,10 @@ class LiveDisplay(AbstractContextManager):
                 self.done += 1
             elif kind == "task_blocked":
                 self.blocked += 1
-        elif kind == "merge_conflict":  # closed in its worktree, then blocked on the way back
+        elif kind in ("merge_conflict", "combined_checks_failed"):  # closed in its worktree, then blocked
             self.done, self.blocked = self.done - 1, self.blocked + 1
-            self.last = f"{task}: merge conflict, kept on branch {event.get('branch')}"
+            what = "merge conflict" if kind == "merge_conflict" else "checks fail with the tasks landed since"
+            self.last = f"{task}: {what}, kept on branch {event.get('branch')}"
         elif kind in ("notice", "repository_refused"):
             self.last = str(event.get("message") or event.get("reason"))
         self.live.update(self.render())
@@ -117,6 +118,9 @@ class OvernightLines(HumanLines):
 
     def _merge_conflict(self, e: Event) -> str:
         return f"  blocked {e.get('taskId')} after all: merge conflict: {e.get('reason')}"
+
+    def _combined_checks_failed(self, e: Event) -> str:
+        return f"  blocked {e.get('taskId')} after all: {e.get('reason')}"
 
 
 def make_display(json_mode: bool, listener: Listener) -> PlainDisplay | LiveDisplay:

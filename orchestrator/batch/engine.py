@@ -32,13 +32,19 @@ import orjson
 from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
 from orchestrator.batch.summary import RepoReport
-from orchestrator.batch.worktree import MergeConflict, Worktree, Worktrees
+from orchestrator.batch.worktree import Landing, MergeConflict, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
+from orchestrator.checks.preflight import waived_failures
+from orchestrator.checks.verify import verify
+from orchestrator.checks.waivers import Waivers
 from orchestrator.checks.convergence import StopReason
 from orchestrator.git.repo import Repo
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
+from orchestrator.loop.state import task_text
+from orchestrator.processes import session_started
 from orchestrator.recovery import landing
+from orchestrator.recovery.journal import EarlySessions
 from orchestrator.runlog import Listener, RunLog, new_run_id
 from orchestrator.session import (
     EXIT_BLOCKED,
@@ -52,6 +58,7 @@ from reflection.fileio import atomic_write
 from reflection.litellm_setup import litellm_home
 from reflection.llm import price_known
 from reflection.meter import Meter
+from reflection.redact import redact
 
 T = TypeVar("T")
 INFRA_FAILURES_TO_STOP = 3
@@ -249,7 +256,7 @@ class RepoRun:
             await anyio.to_thread.run_sync(self.worktrees.start, tree, task.id, self.session.repo.head())
         outcome = await self.session.run_task(task, repo=repo, limits=[self.spend], bookkeeping=False)
         if outcome.status == "closed" and outcome.commits:
-            await self.on_main(self.integrate, task, tree, outcome)
+            await self.integrate(task, tree, outcome)
         else:
             landing.landed(self.session.project_dir, task.id)
         return outcome
@@ -274,24 +281,59 @@ class RepoRun:
 
         return await anyio.to_thread.run_sync(locked)
 
-    def integrate(self, task: Task, tree: Worktree, outcome: TaskOutcome) -> bool:
-        """Bring a closed task's commits onto the base branch; False on a conflict."""
+    async def integrate(self, task: Task, tree: Worktree, outcome: TaskOutcome) -> None:
+        """Bring a closed task's commits onto the base branch, or block the task.
+
+        Its checks passed on the tree it started from. When other tasks landed meanwhile,
+        they run again on its commits on top of theirs, off the lock, before anything
+        lands: each change may pass alone and the two fail together.
+        """
         assert self.worktrees is not None
         root = self.session.project_dir
-        try:
-            outcome.commits = self.worktrees.integrate(tree, functools.partial(landing.landing, root, task.id))
-        except MergeConflict as exc:
-            outcome.status, outcome.reason = "blocked", f"merge conflict: {exc}"
-            # The loop closed it in the worktree; blocked now, so not closed at any time.
-            self.session.board.update(task.id, status="blocked", close_reason=outcome.reason, closed_at=None)
-            self.session.runlog.event(  # type: ignore[union-attr]
-                "merge_conflict", taskId=task.id, branch=tree.branch, reason=str(exc)
-            )
-            landing.landed(root, task.id)
-            return False
-        self.session.board.update(task.id, commits=outcome.commits)
+        while True:
+            try:
+                onto = await self.on_main(self.worktrees.onto_tip, tree)
+                failed = await self.combined_failure(task, tree, onto) if onto.moved else None
+                if failed:
+                    await anyio.to_thread.run_sync(self.worktrees.keep, tree, onto.head)
+                    return self.block_landing(task, tree, outcome, failed, "combined_checks_failed")
+                commits = await self.on_main(self.worktrees.land, tree, onto,
+                                             functools.partial(landing.landing, root, task.id))
+            except MergeConflict as exc:
+                return self.block_landing(task, tree, outcome, f"merge conflict: {exc}", "merge_conflict")
+            if commits is not None:
+                break  # else another task landed during the checks: again on top of it
+        outcome.commits = commits
+        self.session.board.update(task.id, commits=commits)
         landing.landed(root, task.id)
-        return True
+
+    async def combined_failure(self, task: Task, tree: Worktree, onto: Landing) -> str | None:
+        """Why the checks fail on the task's commits on top of the tasks that landed since it
+        started; None when they pass (or fail only on tests the user waived)."""
+        assert self.worktrees is not None
+        await anyio.to_thread.run_sync(self.worktrees.check_out, tree, onto.head)
+        config = self.session.config
+        early = EarlySessions(self.session.project_dir, task.id)  # a kill must not leave them running
+        recording = session_started.set(early.add)
+        try:
+            verdict = await verify(tree.path, config.checks)
+        finally:
+            session_started.reset(recording)
+            early.end()
+        waivers = Waivers.of(config.checks_config.known_failures)
+        if verdict.passed or waived_failures(verdict, None, waivers, config.checks, task_text(task)):
+            return None
+        branch = self.worktrees.branch_name()
+        return (f"its checks passed on the tree it started from, but fail with the tasks that landed on {branch} "
+                f"since ({verdict.summary()}); its commits are kept on branch {tree.branch}, and "
+                f"`goldenloop reopen {task.id}` runs it again on {branch} as it is now")
+
+    def block_landing(self, task: Task, tree: Worktree, outcome: TaskOutcome, reason: str, event: str) -> None:
+        """The loop closed the task in the worktree; blocked now, so not closed at any time."""
+        outcome.status, outcome.reason = "blocked", reason
+        self.session.board.update(task.id, status="blocked", close_reason=redact(reason), closed_at=None)
+        self.session.runlog.event(event, taskId=task.id, branch=tree.branch, reason=reason)  # type: ignore[union-attr]
+        landing.landed(self.session.project_dir, task.id)
 
     def record(self, outcome: TaskOutcome) -> None:
         with self.claims:  # workers on loops of their own may end tasks at the same time

@@ -54,6 +54,16 @@ def safe_name(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
+@dataclass(frozen=True)
+class Landing:
+    """A task's commits made again on top of the base branch's tip, not merged yet."""
+
+    head: str
+    commits: list[str]
+    tip: str  # the base branch's tip they are on
+    moved: bool  # the tip is not where the task started: the combination is unchecked
+
+
 @dataclass
 class Worktree:
     path: Path
@@ -150,23 +160,46 @@ class Worktrees:
     def integrate(self, tree: Worktree, before_merge: Callable[[list[str]], object] | None = None) -> list[str]:
         """Bring the task's commits (on the worktree's HEAD) onto the base branch; returns
         their shas there, which `before_merge` is given first. On the main checkout's lock."""
+        landed = self.land(tree, self.onto_tip(tree), before_merge)
+        assert landed is not None  # the lock is held throughout: the tip cannot move
+        return landed
+
+    def onto_tip(self, tree: Worktree) -> Landing:
+        """The task's commits on top of the base branch's tip, not merged yet (on the main
+        checkout's lock); MergeConflict when they do not apply there."""
         tip = self.head()
         head, commits = self._tree_head(tree), None
         if tip != tree.base:
             head, commits = self._onto(tree, tip, head)
         commits = commits or self._git("rev-list", "--reverse", f"{tip}..{head}").split()
+        return Landing(head, commits, tip, moved=tip != tree.base)
+
+    def land(self, tree: Worktree, landing: Landing,
+             before_merge: Callable[[list[str]], object] | None = None) -> list[str] | None:
+        """Fast-forward the base branch to `landing` (on the main checkout's lock); None,
+        and nothing done, when its tip has moved on since `onto_tip`."""
+        if self.head() != landing.tip:
+            return None
         if before_merge is not None:
-            before_merge(commits)
+            before_merge(landing.commits)
         try:
-            self._git("merge", "--ff-only", "--quiet", head)
+            self._git("merge", "--ff-only", "--quiet", landing.head)
         except GitFailed as exc:
             self._keep(tree)
             raise MergeConflict(
                 f"the base branch could not be fast-forwarded; the commits are kept on branch "
                 f"{tree.branch} ({_last_line(exc.stderr)})"
             ) from None
-        tree.base = head  # the next task starts from here unless the base moves on
-        return commits
+        tree.base = landing.head  # the next task starts from here unless the base moves on
+        return landing.commits
+
+    def check_out(self, tree: Worktree, commit: str) -> None:
+        """The worktree at `commit`: the task's commits as they would land, to be checked."""
+        self._git("reset", "--hard", "--quiet", commit, cwd=tree.path)
+
+    def keep(self, tree: Worktree, commit: str) -> None:
+        """The task's commits kept on its branch for a human (they did not land)."""
+        self._git("branch", "--force", tree.branch, commit, cwd=tree.path)
 
     def _onto(self, tree: Worktree, tip: str, head: str) -> tuple[str, list[str] | None]:
         """The task's commits moved on top of `tip`: (the new head, [it] when one commit was

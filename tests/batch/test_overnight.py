@@ -607,6 +607,57 @@ def test_parallel_conflicting_tasks_keep_the_loser_on_its_branch(git_repo, capsy
     assert status(repo) == ""
 
 
+# Two agents that meet before either edits: both tasks start from the same base, whatever the
+# machine's speed. T-1 removes util.py, unused so far; T-2 adds double.py, which uses it.
+MEETING_AGENT = """set -e
+if grep -q "Remove util.py" "$1"; then me=1; other=2; else me=2; other=1; fi
+touch "{meet}/$me"
+n=0
+while [ ! -e "{meet}/$other" ]; do sleep 0.05; n=$((n + 1)); [ "$n" -lt 1200 ] || exit 3; done
+if [ "$me" = 1 ]; then rm util.py; exit 0; fi
+printf 'from util import twice\n\n\ndef double(x):\n    return twice(x)\n' > double.py
+printf 'from double import double\n\n\ndef test_double():\n    assert double(2) == 4\n' > test_double.py
+"""
+
+
+@pytest.mark.slow
+def test_parallel_tasks_that_pass_alone_but_fail_together_never_both_close(tmp_path, capsys):
+    repo = init_repo(tmp_path / "repo")
+    (repo / "util.py").write_text("def twice(x):\n    return 2 * x\n")
+    (repo / "test_base.py").write_text("def test_base():\n    assert True\n")
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    (tmp_path / "meet").mkdir()
+    agent = tmp_path / "agent.sh"
+    agent.write_text(MEETING_AGENT.format(meet=tmp_path / "meet"))
+    meta = repo / ".openagents"
+    meta.mkdir()
+    tasks = [task("T-1", "Remove util.py", description="Nothing uses util.py: remove it.", type="chore"),
+             task("T-2", "Add double", description="Add double(x) in double.py, with a test.", type="feature")]
+    (meta / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    (meta / "project.json").write_text(json.dumps({
+        "testCommands": [f"{PY} -m pytest -q -p no:cacheprovider"], "decomposeMinChars": 0,
+        "executor": {"kind": "command", "command": f"sh {agent} {{prompt_file}}"},
+        "reflexion": {"maxRetries": 0, "useLLM": False}}))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a util, a test and the backlog")
+
+    assert overnight(repo, "--parallel", "2") == 1
+
+    board = tasks_on_disk(repo)
+    assert sorted(t["status"] for t in board.values()) == ["blocked", "closed"]
+    loser = next(t for t in board if board[t]["status"] == "blocked")
+    reason = board[loser]["closeReason"]
+    assert reason.startswith("its checks passed on the tree it started from, but fail with the tasks that "
+                             "landed on main since")
+    assert f"kept on branch goldenloop/{loser}" in reason and board[loser].get("closedAt") is None
+    assert f"[{loser}] blocked {loser} after all: its checks passed" in capsys.readouterr().out
+    assert git(repo, "branch", "--list", "goldenloop/*").split() == [f"goldenloop/{loser}"]
+    done = subprocess.run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=repo, capture_output=True,
+                          env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert done.returncode == 0, done.stdout  # main passes its checks: what closed is done
+    assert status(repo) == ""
+
+
 def test_a_worker_worktree_is_reset_to_the_new_base_for_each_task_and_merged_linearly(tmp_path):
     repo = init_repo(tmp_path / "repo")
     trees = Worktrees(repo.resolve())
