@@ -63,6 +63,10 @@ class RepoError(Exception):
     """The repository cannot be used as asked; the message is one sentence for a user."""
 
 
+class HistoryRewritten(RepoError):
+    """An attempt moved HEAD to history that does not build on its base; says how."""
+
+
 def _under(path: str, prefix: str) -> bool:
     return path == prefix.rstrip("/") or path.startswith(prefix)
 
@@ -576,23 +580,54 @@ class Repo(GitPlumbing):
             self._git("update-ref", "-m", "goldenloop: a commit a killed run began", "HEAD", new, old)
         return True
 
-    def fold_commits_since(self, base: str) -> list[str]:
+    def fold_commits_since(self, base: str, branch: str | None = None) -> list[str]:
         """Commits made on top of `base` (an agent that commits its own work) become changes
-        in the tree again: HEAD goes back to `base`, the tree is kept, the index entries of
-        their paths go back to `base`. Returns those paths; [] when HEAD is `base`.
+        in the tree again: HEAD goes back to `base` on `branch` (None: detached), the tree is
+        kept, the index entries of their paths go back to `base`. Returns those paths; []
+        when HEAD is `base`. HistoryRewritten when HEAD went to history that does not build
+        on `base` (an amend, a reset, another branch's commits): HEAD is put back all the same.
         """
         head = self.head()
+        self._head_back(base, branch)
         if head == base:
             return []
         try:
             self._git("merge-base", "--is-ancestor", base, head)
         except RepoError:
-            raise RepoError(f"HEAD moved away from {base[:12]} during the attempt (not on top of it)") from None
+            self._openagents_back(base)
+            raise HistoryRewritten(
+                f"the attempt moved HEAD from {base[:12]} to {head[:12]}, which does not build on it (a commit "
+                f"--amend, a reset, or a checkout of other history); HEAD is back on {base[:12]}"
+            ) from None
         paths = _split_z(self._git("diff", "--name-only", "-z", "--no-renames", base, head))
-        self._git("update-ref", "-m", "goldenloop: an attempt's own commits, folded back", "HEAD", base, head)
         self.align_index(paths)
         logger.info("folded the commits %s..%s back into the tree", base[:12], head[:12])
         return paths
+
+    def _head_back(self, base: str, branch: str | None) -> None:
+        """HEAD at `base` on `branch` (None: detached) as an attempt found it; the tree untouched."""
+        why = "goldenloop: HEAD back where the attempt found it"
+        if branch is None:
+            if self.branch() is not None or self.head() != base:
+                self._git("update-ref", "--no-deref", "-m", why, "HEAD", base)
+            return
+        if self.branch() != branch:  # the agent checked out another branch, or detached HEAD
+            self._git("symbolic-ref", "-m", why, "HEAD", f"refs/heads/{branch}")
+        if self._branch_tip(branch) != base:
+            self._git("update-ref", "-m", why, f"refs/heads/{branch}", base)
+
+    def _branch_tip(self, branch: str) -> str | None:
+        try:
+            return self._read_ref(f"refs/heads/{branch}")
+        except ValueError:  # the agent deleted it
+            return None
+
+    def _openagents_back(self, base: str) -> None:
+        """goldenloop's committed files that history of another line took from the tree, back."""
+        tracked = _split_z(self._git("ls-tree", "-r", "-z", "--name-only", base, "--", OPENAGENTS))
+        missing = [path for path in tracked if not (self.root / path).exists()]
+        if missing:
+            self._git("checkout", base, "--", *missing)
 
     def align_index(self, paths: list[str]) -> None:
         """The user's index entries of `paths` as HEAD has them (after goldenloop committed them)."""

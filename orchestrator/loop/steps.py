@@ -11,12 +11,14 @@ loop/failure.py's.
 from __future__ import annotations
 
 import time
+from typing import NoReturn
 
 from orchestrator.budget import BudgetExceeded
 from orchestrator.checks.convergence import StopReason
 from orchestrator.checks.judge import Judgement
 from orchestrator.checks.verify import Verdict, verify
 from orchestrator.executors import ExecutionRequest, ExecutionResult
+from orchestrator.git.repo import HistoryRewritten
 from orchestrator.loop.attempt import Attempt, Escalate, KeepBest, PutBack, Retry
 from orchestrator.loop.failure import fail, not_applied, repeated
 from orchestrator.loop.prompt import LastAttempt, focus_text, start_over
@@ -109,7 +111,13 @@ async def _same_as_failed(s: SubtaskState, a: Attempt, executed: ExecutionResult
 async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
     """What an attempt may not do, undone before anything is judged: an agent's own commits
     become changes again, the user's files and the files that judge attempts are put back."""
-    folded = await s.tree.fold_commits()
+    try:
+        folded = await s.tree.fold_commits()
+    except HistoryRewritten as exc:  # HEAD is back; what the agent left is undone unjudged, not a failed tree
+        await s.tree.restore()
+        await _rejected(s, a, executed, "history_rewritten",
+                        f"rejected: {exc}; goldenloop makes the commits itself: leave git's history, branches and "
+                        "HEAD as they are")
     if folded:  # the agent committed its own work: still an attempt, judged like any other
         s.event("agent_commits_folded", attempt=a.number, paths=folded)
     s.changed = await s.tree.changed_files()
@@ -122,10 +130,15 @@ async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
         await _user_files_touched(s, a, touched)
     tampered = s.judging.put_back(s.tree.keep)
     if tampered:  # the checks must stay the ones the run read, whatever the agent wrote
-        s.event("config_tampered", attempt=a.number)
-        judged = Judgement("integrity", tampered, failure=tampered)
-        s.log_verdict(Verdict(passed=False, steps=[]), judged)
-        await fail(s, a, Verdict(passed=False, steps=[]), judged, executed)
+        await _rejected(s, a, executed, "config_tampered", tampered)
+
+
+async def _rejected(s: SubtaskState, a: Attempt, executed: ExecutionResult, event: str, reason: str) -> NoReturn:
+    """An attempt refused before any check runs: a failed attempt the retry is told why of."""
+    s.event(event, attempt=a.number)
+    judged = Judgement("integrity", reason, failure=reason)
+    s.log_verdict(Verdict(passed=False, steps=[]), judged)
+    await fail(s, a, Verdict(passed=False, steps=[]), judged, executed)
 
 
 async def _user_files_touched(s: SubtaskState, a: Attempt, touched: list[str]) -> None:

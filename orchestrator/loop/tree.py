@@ -27,12 +27,14 @@ class SubtaskTree:
     def __init__(self, parts: LoopParts, event: Callable[..., None]) -> None:
         self.p, self.event = parts, event
         self.base = ""  # the commit the subtask started from
+        self.branch: str | None = None  # the branch it started on; None: a detached HEAD
         self.user_files = UserFiles(parts.repo.root, set())
 
     async def start(self) -> set[str]:
         """Note the base and the user's own dirty paths (untracked, or modified with
         --allow-dirty): never counted, committed or restored. Returns those paths."""
         self.base = await git(self.p.repo.head)
+        self.branch = self.p.repo.branch()
         dirty = set(await git(self.p.repo.dirty_paths))
         self.user_files = UserFiles(self.p.repo.root, dirty)
         return dirty
@@ -49,7 +51,7 @@ class SubtaskTree:
 
     async def fold_commits(self) -> list[str]:
         """An agent's own commits since the base, back to changes in the tree."""
-        return await git(self.p.repo.fold_commits_since, self.base)
+        return await git(self.p.repo.fold_commits_since, self.base, self.branch)
 
     async def hold(self, paths: list[str]) -> None:
         """An attempt's output, reproducible from now on: no undo loses it."""

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 from projects import (
     CALC,
     do_one_task,
@@ -222,3 +223,72 @@ def test_what_you_write_while_the_checks_run_outlives_the_escalations_restore(
     assert (kept / "calc.py").read_text() == "def add(a, b):\n    return a + b  # mine\n"
     assert not (kept / "agent_notes.md").exists()  # the attempt's own bytes: git holds them
     assert (repo / "calc.py").read_text() == CALC and not (repo / "agent_notes.md").exists()
+
+
+# Writes the fix, and on its first run does to git what some agents do: amends the user's
+# last commit, resets the branch a commit back, or commits on a branch of its own.
+HISTORY_AGENT = """import pathlib, subprocess, sys
+state, how = pathlib.Path(sys.argv[1]), sys.argv[2]
+runs = state / "runs"
+n = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(n))
+def git(*args):
+    subprocess.run(["git", *args], check=True)
+if n == 1 and how == "reset":
+    git("reset", "-q", "--hard", "HEAD~1")
+pathlib.Path("calc.py").write_text((state / "fixed").read_text())
+if n == 1 and how == "amend":
+    git("commit", "-qa", "--amend", "-m", "rewritten by the agent")
+if how == "branch":
+    git("checkout", "-qb", "agent-work")
+    git("commit", "-qam", "fix add on a branch of its own")
+"""
+
+
+def history_project(git_repo: Path, tmp_path: Path, how: str) -> Path:
+    state = tmp_path / "agent"
+    state.mkdir()
+    (state / "fixed").write_text(FIXED)
+    script = tmp_path / "history_agent.py"
+    script.write_text(HISTORY_AGENT)
+    config = {"executor": {"kind": "command", "command": f"{PY} {script} {state} {how} {{prompt_file}}"},
+              "reflexion": {"useLlm": False}}
+    return make_project(git_repo, [], config=config)
+
+
+@pytest.mark.parametrize("how", ["amend", "reset"])
+def test_an_agent_that_rewrites_the_users_history_is_rejected_and_the_users_commit_stays(
+    git_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    repo = history_project(git_repo, tmp_path, how)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    message = git(repo, "log", "-1", "--format=%s").strip()
+
+    assert do_one_task(repo) == 0  # the second attempt leaves git alone and passes
+
+    assert outcomes(repo) == ["integrity", "passed"]
+    assert git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    assert git(repo, "merge-base", "--is-ancestor", base, "HEAD") == ""  # the user's commit is still there
+    assert message in git(repo, "log", "--format=%s").splitlines()
+    assert "rewritten by the agent" not in git(repo, "log", "--format=%s")
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "show", f"{sha}:calc.py") == FIXED
+    out = capsys.readouterr().out
+    assert f"rejected: the attempt moved HEAD from {base[:12]}" in out and "Traceback" not in out
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_an_agent_that_commits_on_a_branch_of_its_own_has_its_work_folded_back_onto_the_users(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    repo = history_project(git_repo, tmp_path, "branch")
+    base = git(repo, "rev-parse", "HEAD").strip()
+
+    assert do_one_task(repo) == 0
+
+    assert outcomes(repo) == ["passed"]
+    assert git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"  # not left on the agent's branch
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "merge-base", "--is-ancestor", base, sha) == ""
+    assert git(repo, "merge-base", "--is-ancestor", sha, "main") == ""
+    assert git(repo, "show", f"{sha}:calc.py") == FIXED
