@@ -9,6 +9,12 @@ The rules run in a fixed order, most specific first: a provider token inside an
 `API_KEY=...` line is reported as that provider's key, not as a generic secret.
 Placeholders never match any rule, so `redact(redact(x)) == redact(x)`.
 
+A value a rule hides in one place is hidden wherever else it stands in the same text (or
+the same `redact_data` object): the password of a config line also leaves the assertion
+message that quotes it. Only a value specific enough goes so: short values and plain
+words (`password: "production"`) could be ordinary text elsewhere, and personal data is
+already found by its form (addresses, numbers, hosts) or, for names, only by its place.
+
 Every pattern is compiled once and written to scan in linear time: a match may only
 start at a token boundary (look-behind), and runs of one character class are
 possessive, so a 5 MB log with long unbroken tokens costs one pass per rule. A rule
@@ -44,6 +50,7 @@ from __future__ import annotations
 import base64
 import functools
 import math
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -85,11 +92,19 @@ class _Rule:
             self.needs = re.compile(self.needs)
         return self.pattern, self.needs
 
-    def apply(self, text: str) -> str:
+    def apply(self, text: str, found: dict[str, str]) -> str:
+        """`text` with the rule's secrets replaced; each value replaced is added to `found`."""
         pattern, needs = self.compile()
         if needs is not None and needs.search(text) is None:
             return text
-        return pattern.sub(self.replace, text)
+
+        def replace(match: re.Match[str]) -> str:
+            new = self.replace(match)
+            if new != match[0]:
+                _note(match[0], new, found)
+            return new
+
+        return pattern.sub(replace, text)
 
 
 def _splice(match: re.Match[str], group: str, kind: str) -> str:
@@ -759,16 +774,18 @@ KINDS: frozenset[str] = frozenset(
 
 def _trie(words: list[str]) -> str:
     """A regex matching any of `words`, the longest at a position, as a trie: `re` tries
-    one branch per next character instead of every word."""
+    one branch per next character instead of every word. The prefix all share comes
+    first, whole: a level per branching, not per character (a found PEM block is long)."""
+    prefix = os.path.commonprefix(words)
     branches: dict[str, list[str]] = {}
     for word in words:
-        branches.setdefault(word[:1], []).append(word[1:])
+        branches.setdefault(word[len(prefix) : len(prefix) + 1], []).append(word[len(prefix) + 1 :])
     ends = "" in branches
     alternatives = [re.escape(first) + _trie(rest) for first, rest in sorted(branches.items()) if first]
     if not alternatives:
-        return ""
+        return re.escape(prefix)
     body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
-    return f"(?:{body})?" if ends else body
+    return re.escape(prefix) + (f"(?:{body})?" if ends else body)
 
 
 _TRIGGER_WORDS = sorted({trigger for rule in _RULES for trigger in rule.triggers})
@@ -791,15 +808,23 @@ def redact(text: str) -> str:
     """`text` with every secret replaced by `[REDACTED:<kind>]`; idempotent.
 
     A rule runs when one of its triggers occurs in the text as given (lower-cased): one
-    compiled search finds them all, then only those rules run, in their order."""
-    found = _TRIGGERS.findall(text.lower())
-    if not found:
+    compiled search finds them all, then only those rules run, in their order. Then one
+    more pass hides the other occurrences of the values they found."""
+    found: dict[str, str] = {}
+    text = _apply_rules(text, found)
+    return _spreader(found)(text)
+
+
+def _apply_rules(text: str, found: dict[str, str]) -> str:
+    """`text` with what the rules find replaced; the values they replaced are added to `found`."""
+    triggers = _TRIGGERS.findall(text.lower())
+    if not triggers:
         return text
     wanted: set[int] = set()
-    for word in set(found):
+    for word in set(triggers):
         wanted |= _RULES_FOR[word]
     for n in sorted(wanted):
-        text = _RULES[n].apply(text)
+        text = _RULES[n].apply(text, found)
     return text
 
 
@@ -809,21 +834,92 @@ def redact_data(obj: Any) -> Any:
     Mappings become dicts, lists and tuples keep their type, other values are returned
     as they are. A string under a secret-named key (`password`, `apiKey`, ...) is
     replaced whole when it looks like a credential, since the key is its only context.
+    A secret found in one string is hidden in every other string of the value too.
     """
+    found: dict[str, str] = {}
+    redacted = _map_strings(obj, lambda key, text: _redact_entry(key, text, found))
+    if not found:
+        return redacted
+    spread = _spreader(found)
+    return _map_strings(redacted, lambda _key, text: spread(text))
+
+
+def _map_strings(obj: Any, change: Callable[[Any, str], str], key: Any = None) -> Any:
+    """A copy of `obj` with `change(key, text)` for each string; `key` is the mapping key it is under."""
     if isinstance(obj, str):
-        return redact(obj)
+        return change(key, obj)
     if isinstance(obj, Mapping):
-        return {key: _redact_entry(key, value) for key, value in obj.items()}
+        return {name: _map_strings(value, change, name) for name, value in obj.items()}
     if isinstance(obj, list):
-        return [redact_data(item) for item in obj]
+        return [_map_strings(item, change) for item in obj]
     if isinstance(obj, tuple):
-        return tuple(redact_data(item) for item in obj)
+        return tuple(_map_strings(item, change) for item in obj)
     return obj
 
 
-def _redact_entry(key: Any, value: Any) -> Any:
-    if isinstance(key, str) and isinstance(value, str):
-        kind = _secret_kind(key)
-        if kind and _credential_like(value, quoted=True, config=True, env_line=False):
-            return placeholder(kind)
-    return redact_data(value)
+def _redact_entry(key: Any, text: str, found: dict[str, str]) -> str:
+    kind = _secret_kind(key) if isinstance(key, str) else None
+    if kind and _credential_like(text, quoted=True, config=True, env_line=False):
+        _note(text, placeholder(kind), found)
+        return placeholder(kind)
+    return _apply_rules(text, found)
+
+
+# --- the same value elsewhere ----------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\[REDACTED:(\w+)\]")
+# Found by their form wherever they stand, so a rule that left one alone did so on
+# purpose (`git@github.com:org/repo`); a name is found only by its place ("Build Bot").
+_NOT_SPREAD = frozenset({"email", "phone", "private_ip", "internal_host", "name"})
+_SPREAD_MIN = 6  # a shorter value is as likely a word or a number of the text
+_SPREAD_LETTERS_MIN = 12  # letters only: `production` is a password in one line, a word in the next
+
+
+def _note(old: str, new: str, found: dict[str, str]) -> None:
+    """Add to `found` (value -> kind) each value of `old` that `new` shows as a placeholder.
+
+    `new` is `old` with some values replaced, the text between them kept (a Cookie header
+    has several), so each value ends where the kept text after its placeholder starts."""
+    pieces = _PLACEHOLDER.split(new)  # text, kind, text, kind, ..., text
+    if not (old.startswith(pieces[0]) and old.endswith(pieces[-1])):
+        return
+    start = len(pieces[0])
+    for n in range(1, len(pieces), 2):
+        kind, after = pieces[n], pieces[n + 1]
+        end = len(old) - len(after) if n + 2 == len(pieces) else old.find(after, start)
+        if end < start:
+            return
+        if _spreadable(old[start:end], kind):
+            found.setdefault(old[start:end], kind)
+        start = end + len(after)
+
+
+def _spreadable(value: str, kind: str) -> bool:
+    """Whether `value` is specific enough to hide wherever it stands, not only where found."""
+    if kind in _NOT_SPREAD or len(value) < _SPREAD_MIN:
+        return False
+    if _is_placeholder(value) or _PLACEHOLDER.search(value):
+        return False
+    return len(value) >= _SPREAD_LETTERS_MIN or not value.isalpha()
+
+
+def _spreader(found: Mapping[str, str]) -> Callable[[str], str]:
+    """A function that replaces each occurrence of a value of `found` by its kind's placeholder.
+
+    One pass for all values, as a trie (a long log may hold thousands), the longest first
+    (one may hold another). An occurrence inside a longer word goes too: it is the secret
+    all the same, and `_spreadable` keeps out the values that ordinary words could hold."""
+    if not found:
+        return lambda text: text
+    try:
+        pattern = re.compile(_trie(list(found)))
+    except RecursionError:  # hundreds of values, each the start of the next: a trie too deep
+        return functools.partial(_replace_each, sorted(found.items(), key=lambda item: -len(item[0])))
+    return functools.partial(pattern.sub, lambda match: placeholder(found[match[0]]))
+
+
+def _replace_each(values: list[tuple[str, str]], text: str) -> str:
+    """`text` with each value replaced by its kind's placeholder, one value after the other."""
+    for value, kind in values:
+        text = text.replace(value, placeholder(kind))
+    return text

@@ -316,6 +316,97 @@ def test_large_input_with_long_unbroken_runs_finishes_and_is_fully_redacted() ->
     assert out.count(PYTEST_OUTPUT) == text.count(PYTEST_OUTPUT)
 
 
+# --- a value found in one place is hidden everywhere ----------------------------------------
+
+
+def test_a_password_found_in_an_assignment_is_hidden_in_the_assertion_that_quotes_it() -> None:
+    password = "p@ssw0rd" + "-prod-99"
+    output = (
+        "    def test_connect():\n"
+        f'        db_password = "{password}"\n'
+        ">       assert connect(user, db_password)\n"
+        f"E       AssertionError: connect as admin and db {password} failed\n"
+        f"FAILED tests/test_db.py::test_connect - AssertionError: db {password} failed\n"
+    )
+
+    out = redact(output)
+
+    assert password not in out
+    assert out.count(placeholder("password")) == 3
+    assert "E       AssertionError: connect as admin and db [REDACTED:password] failed\n" in out
+    assert redact(out) == out
+
+
+def test_an_exported_token_is_hidden_where_it_later_stands_bare() -> None:
+    token = "Zx81qLmP" + "0vT7rWc3"
+    text = f"$ export API_TOKEN={token}\n$ ./upload.sh\nupload: using {token}\n{token}\n"
+
+    out = redact(text)
+
+    assert out == (
+        "$ export API_TOKEN=[REDACTED:token]\n$ ./upload.sh\nupload: using [REDACTED:token]\n[REDACTED:token]\n"
+    )
+
+
+def test_each_value_of_a_cookie_header_is_hidden_elsewhere_too() -> None:
+    sid, csrf = "a8F3k2" + "Lq9Zx0", "c5rF" + "t0k3n99"
+    text = f"Cookie: sid={sid}; csrf={csrf}\nsession {sid} expired (csrf {csrf})\n"
+
+    out = redact(text)
+
+    assert sid not in out and csrf not in out
+    assert out.count(placeholder("cookie")) == 4
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'password = "x"\nx = 1\nprint(x, "xx")\n',  # too short to be redacted at all
+        "$ sshpass -p hunter ssh ci@build\nhunter: ready\n",  # hidden where it is, but a word elsewhere
+        'db_password: "production"\ndeploying to production\n',  # letters only: a word elsewhere
+        "$ mysql -u root -p12345 shop\nprocessed 12345 rows\n",  # short
+        'API_KEY = "OPENAI_API_KEY"\nexport OPENAI_API_KEY\n',  # names a variable: not a secret
+        "Author: Jane Doe <jane@example.com>\nJane Doe fixed the parser\n",  # a name, found by its place
+    ],
+    ids=["one-character", "short-word", "plain-word", "short-number", "variable-name", "person"],
+)
+def test_short_or_ordinary_values_are_hidden_only_where_found(text: str) -> None:
+    out = redact(text)
+
+    assert out.splitlines()[1:] == text.splitlines()[1:]
+
+
+def test_thousands_of_found_secrets_are_each_hidden_where_they_recur() -> None:
+    rng = random.Random(7)
+    sids = [f"{rng.getrandbits(128):032x}" for _ in range(5_000)]
+    log = "".join(f"GET /a HTTP/1.1 Cookie: sid={sid}\nreq {n} ok\n" for n, sid in enumerate(sids))
+    text = log + "".join(f"late {sid}\n" for sid in sids[::7])
+
+    out = redact(text)
+
+    assert not any(sid in out for sid in sids)
+    assert out.count(placeholder("cookie")) == len(sids) + len(sids[::7])
+
+
+def test_found_values_each_the_start_of_the_next_are_hidden_however_many() -> None:
+    values = ["s3cr3t-" + "7" * n for n in range(1, 1_200)]  # too deep a trie: one value at a time
+    text = "".join(f"DB{n}_PASSWORD={value}\n" for n, value in enumerate(values)) + f"late {values[500]}.\n"
+
+    out = redact(text)
+
+    assert out.endswith("\nlate [REDACTED:password].\n")
+    assert "s3cr3t" not in out
+
+
+def test_a_found_value_that_starts_another_is_hidden_whole_in_both() -> None:
+    short, long = "hunter2" + "xyz", "hunter2" + "xyz-backup"
+    text = f"DB_PASSWORD={short}\nBACKUP_PASSWORD={long}\nlogs: {long} then {short}.\n"
+
+    out = redact(text)
+
+    assert out.splitlines()[2] == "logs: [REDACTED:password] then [REDACTED:password]."
+
+
 # --- redact_data -------------------------------------------------------------------------
 
 
@@ -350,6 +441,19 @@ def test_redact_data_hides_a_value_stored_under_a_secret_key() -> None:
         "apiKey": "[REDACTED:secret]",
         "cache_key": "users:v2",
         "token": "short",
+    }
+
+
+def test_redact_data_hides_a_secret_of_one_field_in_the_others() -> None:
+    password = "s3cr3t" + "-Pa55"
+    record = {"password": password, "log": [f"login with {password} failed"], "note": f"tried {password}"}
+
+    clean = redact_data(record)
+
+    assert clean == {
+        "password": "[REDACTED:password]",
+        "log": ["login with [REDACTED:password] failed"],
+        "note": "tried [REDACTED:password]",
     }
 
 
