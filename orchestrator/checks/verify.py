@@ -193,12 +193,20 @@ class _CappedOutput:
         omitted = self.total - len(self._head) - len(self._tail)
         if omitted <= 0:  # decode as one piece: the head may end inside a character
             return (self._head + self._tail).decode("utf-8", errors="replace")
+        # Only whole lines on each side of a cut: what a cut leaves of `password=hunter2`
+        # may be `word=hunter2`, which no redaction rule knows for a secret.
         tail = self._tail[self._failures.size :]
-        shown = bytearray(self._head)
-        at = len(self._head)
+        shown, at = bytearray(self._head), len(self._head)
         for start, end, kept in [*self._failures.pieces, (self.total - len(tail), self.total, tail)]:
             if start > at:
-                shown += b"%s[... %d bytes omitted ...]\n" % (b"" if shown.endswith(b"\n") else b"\n", start - at)
+                whole = shown.rfind(b"\n") + 1
+                at -= len(shown) - whole
+                del shown[whole:]
+                first = kept.find(b"\n") + 1  # 0: the piece is all one line the cut went through
+                if not first and end < self.total:
+                    continue
+                kept, start = (kept[first:], start + first) if first else (b"", end)
+                shown += b"[... %d bytes omitted ...]\n" % (start - at)
             shown += kept
             at = end
         return shown.decode("utf-8", errors="replace")

@@ -4,6 +4,10 @@ The scratch folder an agent ran with (Aider's chat history, Codex's last message
 mini-swe-agent's trajectory) is removed after the run, and its output is only the
 raw material of a verdict; the transcript keeps both, redacted and bounded, beside the
 attempt in `.openagents/history/`, so that "why did the agent fail?" has an answer.
+
+A secret is only recognised with its line: `word=hunter2` is what a cut leaves of
+`password=hunter2`, and no rule knows it for a secret. So each file is redacted before it
+is cut; the output comes cut to size by `run_command`, which keeps only whole lines.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ def agent_transcript(output: str, scratch: Scratch | None = None) -> str:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        parts.append(f"## {path.name}\n{clip_middle(text, PART_CHARS)}")
+        parts.append(f"## {path.name}\n{clip_middle(redact(text), PART_CHARS)}")
     return clip_middle(redact("\n\n".join(parts)), TRANSCRIPT_CHARS)
 
 

@@ -190,13 +190,9 @@ async def test_huge_output_keeps_head_and_tail_within_the_cap(tmp_path: Path) ->
     script = f"import sys; w = sys.stdout.write; w('FIRST\\n'); w('x' * {body}); w('\\nLAST\\n')"
     result = await run_command(f"{PY} -c {shlex.quote(script)}", tmp_path, timeout_s=60)
 
-    cap = 256 * 1024
-    total = len("FIRST\n") + body + len("\nLAST\n")
+    # The line the cut went through goes whole: a piece of it could be half a secret.
     assert result.exit_code == 0
-    assert result.output.startswith("FIRST\nxxx")
-    assert result.output.endswith("xxx\nLAST\n")
-    assert f"[... {total - cap} bytes omitted ...]" in result.output
-    assert len(result.output) < cap + 100
+    assert result.output == f"FIRST\n[... {body + 1} bytes omitted ...]\nLAST\n"
 
 
 @pytest.mark.anyio
