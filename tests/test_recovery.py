@@ -97,14 +97,15 @@ def alive(pid: int) -> bool:
 
 def git_that_kills_its_caller(tmp_path: Path, when: str, *, before: bool = False) -> str:
     """A PATH whose `git` SIGKILLs goldenloop right after a command whose arguments (after
-    git's own options) match the shell pattern `when` and that works on the user's index
+    git's own options, `-c name=value` included) match the shell pattern `when` and that works on the user's index
     (not a scratch one) has run (`before`: instead of running it): the kill lands between
     two steps, every time."""
     wrapper = tmp_path / "bin"
     wrapper.mkdir()
     real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
     (wrapper / "git").write_text(
-        '#!/bin/sh\ncmd="$*"\nwhile case "$cmd" in --*) true;; *) false;; esac; do cmd="${cmd#* }"; done\n'
+        '#!/bin/sh\ncmd="$*"\nwhile :; do case "$cmd" in --*) cmd="${cmd#* }";; "-c "*) cmd="${cmd#* * }";; '
+        '*) break;; esac; done\n'
         f'case "$cmd" in {when}) [ -z "$GIT_INDEX_FILE" ] && {{ {":" if before else real_git} "$@"; '
         'kill -9 $PPID; exit 1; };; '
         f'esac\nexec {real_git} "$@"\n')

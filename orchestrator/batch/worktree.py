@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.git.repo import GitPlumbing, ReplayConflict
+from orchestrator.git.repo import NO_HOOKS, GitPlumbing, ReplayConflict
 
 BRANCH_PREFIX = "goldenloop/"
 
@@ -46,7 +46,7 @@ class GitFailed(Exception):
 
 def _run(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     # English messages: the last line of a failure is quoted to the user.
-    return subprocess.run(["git", *args], cwd=cwd, env={**os.environ, "LC_ALL": "C", "LANGUAGE": "C"},
+    return subprocess.run(["git", *NO_HOOKS, *args], cwd=cwd, env={**os.environ, "LC_ALL": "C", "LANGUAGE": "C"},
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
 
 

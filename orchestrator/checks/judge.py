@@ -61,6 +61,9 @@ class Judgement:
     # Set when the only tests failing are ones that failed the same way before the task:
     # the attempt fixed none of them, and the user may mean to waive them.
     only_before: tuple[str, ...] = ()
+    # False when the attempt was refused for what it did besides its code (the config, git's
+    # history): the same code sent again without that is no repeat of a failure.
+    tree_judged: bool = True
 
     @property
     def passed(self) -> bool:

@@ -38,9 +38,12 @@ IDENTITY_KEYS = r"^(user|author|committer)\.(name|email)$"
 TRUNCATION_MARKER = "\n[... diff truncated: {shown} of {total} bytes shown ...]\n"
 
 # Paths are file names, never globs; no optional locks so we don't fight the user's git.
+# No hook and no fsmonitor runs: an attempt that set one in .git/config would otherwise
+# run its own code inside goldenloop's look at what it changed.
 # Given as options rather than variables: a command with no environment of its own
 # inherits ours as it is, with no copy of it built and encoded per process.
-_GIT = ("git", "--literal-pathspecs", "--no-optional-locks")
+NO_HOOKS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+_GIT = ("git", *NO_HOOKS, "--literal-pathspecs", "--no-optional-locks")
 # The identity of the user's index file that a scratch index copies (`_index_identity`).
 Seed = tuple[object, ...] | None
 # A patch must be machine-applicable whatever the user's diff configuration says.
@@ -628,6 +631,18 @@ class Repo(GitPlumbing):
         missing = [path for path in tracked if not (self.root / path).exists()]
         if missing:
             self._git("checkout", base, "--", *missing)
+
+    def hidden_from_status(self) -> set[str]:
+        """Paths whose index entries tell git not to look at the file (skip-worktree,
+        assume-unchanged): an edit to them shows in no status and no diff."""
+        entries = _split_z(self._git("ls-files", "-v", "-z"))
+        return {entry[2:] for entry in entries if entry[0] == "S" or entry[0].islower()}
+
+    def show_to_status(self, paths: list[str]) -> None:
+        """Those flags cleared: git looks at the files again."""
+        if paths:  # one flag per call: given together, git clears neither
+            self._git("update-index", "--no-skip-worktree", "--", *paths)
+            self._git("update-index", "--no-assume-unchanged", "--", *paths)
 
     def align_index(self, paths: list[str]) -> None:
         """The user's index entries of `paths` as HEAD has them (after goldenloop committed them)."""

@@ -60,7 +60,8 @@ async def _progress(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judge
     n = a.number
     score = 0.0 if judged.outcome in ("integrity", "no_change") else verdict.score
     s.earlier.snapshots.append(AttemptSnapshot(n, judged.summary, a.diff, score, failure=judged.failure))
-    s.earlier.tree_failed(n, a.patch if a.patch is not None else await s.tree.snapshot())
+    if judged.tree_judged:
+        s.earlier.tree_failed(n, a.patch if a.patch is not None else await s.tree.snapshot())
     if judged.escalate:
         return None
     attempt = AttemptScore.from_verdict(n, verdict)

@@ -1,4 +1,6 @@
-"""What judges an attempt, as the run read it: project.json and the prompt files it names.
+"""What judges an attempt, as the run read it: project.json, the prompt files it names,
+the repository's git configuration (a hook or an fsmonitor there runs with the checks),
+and the backlog (a task an attempt marks closed there would never run).
 
 An attempt may not change how it is judged: whatever an agent writes there is put back
 as the run read it (in a worktree, the worktree's copies), and the attempt is rejected.
@@ -13,19 +15,25 @@ from orchestrator.config import ProjectConfig
 from orchestrator.layout import FOLDER
 from reflection.fileio import atomic_write
 
+BACKLOG = str(PurePosixPath(FOLDER, "tasks.jsonl"))  # an attempt that closes another task there closes nothing
+
 
 class JudgingFiles:
     def __init__(self, root: Path, content: dict[str, bytes | None]) -> None:
         self.root, self.content = root, content  # path -> bytes as read; None: absent
 
     @classmethod
-    def read(cls, root: Path, config: ProjectConfig) -> JudgingFiles:
-        return cls(root, {rel: _read(root / rel) for rel in judging_files(config)})
+    def read(cls, root: Path, config: ProjectConfig, git_config: Path | None = None) -> JudgingFiles:
+        """`git_config`: the repository's .git/config, whose hooks and filters run with the checks."""
+        paths = judging_files(config)
+        if git_config is not None:
+            paths.append(_shown(git_config, root))
+        return cls(root, {rel: _read(root / rel) for rel in paths})
 
     def put_back(self, keep: Callable[[list[str]], object]) -> str | None:
         """The files as the run read them (`keep` is given the changed ones first); why the
         attempt is rejected if it changed one, else None."""
-        changed = [rel for rel, before in self.content.items() if _read(self.root / rel) != before]
+        changed = [rel for rel, before in self.content.items() if _tampered(rel, before, _read(self.root / rel))]
         keep(changed)
         for rel in changed:
             path, before = self.root / rel, self.content[rel]
@@ -35,14 +43,27 @@ class JudgingFiles:
                 atomic_write(path, before)
         if not changed:
             return None
-        return (f"rejected: the attempt changed {', '.join(changed)}, which says how attempts are judged; "
-                "it was put back. Nothing under .openagents/, and no prompt file, is an attempt's to change")
+        return (f"rejected: the attempt changed {', '.join(changed)}, which says how attempts are judged or "
+                "records what they did; "
+                "it was put back. Nothing under .openagents/, no prompt file and no git configuration is an "
+                "attempt's to change")
 
 
 def judging_files(config: ProjectConfig) -> list[str]:
-    """The repository files that decide how an attempt is judged."""
-    return [str(PurePosixPath(FOLDER, "project.json")),
+    """The repository files that decide how an attempt is judged, and the backlog it is recorded in."""
+    return [str(PurePosixPath(FOLDER, "project.json")), BACKLOG,
             *(f for f in (config.reflexion.prompt_file, config.review.prompt_file) if f)]
+
+
+def _tampered(rel: str, before: bytes | None, now: bytes | None) -> bool:
+    if rel == BACKLOG and before is not None and now is not None:
+        return not now.startswith(before)  # a task you added meanwhile (`goldenloop add`) is yours
+    return now != before
+
+
+def _shown(path: Path, root: Path) -> str:
+    """`path` relative to `root` when inside it (`.git/config`), else absolute (a worktree's)."""
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def _read(path: Path) -> bytes | None:

@@ -111,10 +111,14 @@ async def _same_as_failed(s: SubtaskState, a: Attempt, executed: ExecutionResult
 async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
     """What an attempt may not do, undone before anything is judged: an agent's own commits
     become changes again, the user's files and the files that judge attempts are put back."""
+    unhidden = await s.tree.unhide()
+    if unhidden:  # an edit git was told not to see is an edit all the same
+        s.event("index_flags_cleared", attempt=a.number, paths=unhidden)
     try:
         folded = await s.tree.fold_commits()
     except HistoryRewritten as exc:  # HEAD is back; what the agent left is undone unjudged, not a failed tree
         await s.tree.restore()
+        s.judging.put_back(s.tree.keep)  # a reset takes the run's own uncommitted backlog with it
         await _rejected(s, a, executed, "history_rewritten",
                         f"rejected: {exc}; goldenloop makes the commits itself: leave git's history, branches and "
                         "HEAD as they are")
@@ -136,7 +140,7 @@ async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
 async def _rejected(s: SubtaskState, a: Attempt, executed: ExecutionResult, event: str, reason: str) -> NoReturn:
     """An attempt refused before any check runs: a failed attempt the retry is told why of."""
     s.event(event, attempt=a.number)
-    judged = Judgement("integrity", reason, failure=reason)
+    judged = Judgement("integrity", reason, failure=reason, tree_judged=False)
     s.log_verdict(Verdict(passed=False, steps=[]), judged)
     await fail(s, a, Verdict(passed=False, steps=[]), judged, executed)
 

@@ -74,7 +74,7 @@ class SubtaskRun:
         # On disk before anything changes: what recovery needs if this process is killed.
         s.journal = Journal.start(p.project_dir, s.task.id, s.subtask.id, s.tree.base, p.repo.root,
                                   s.tree.user_files.content, dirty)
-        s.judging = JudgingFiles.read(p.repo.root, p.config)
+        s.judging = JudgingFiles.read(p.repo.root, p.config, p.repo.common_dir / "config")
         s.subtask.status, s.subtask.base_commit = "in_progress", s.tree.base
         s.subtask.dirty_before = sorted(dirty)
         s.save()

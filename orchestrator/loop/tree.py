@@ -28,6 +28,7 @@ class SubtaskTree:
         self.p, self.event = parts, event
         self.base = ""  # the commit the subtask started from
         self.branch: str | None = None  # the branch it started on; None: a detached HEAD
+        self.hidden: set[str] = set()  # paths git was told not to look at when it started
         self.user_files = UserFiles(parts.repo.root, set())
 
     async def start(self) -> set[str]:
@@ -35,6 +36,7 @@ class SubtaskTree:
         --allow-dirty): never counted, committed or restored. Returns those paths."""
         self.base = await git(self.p.repo.head)
         self.branch = self.p.repo.branch()
+        self.hidden = await git(self.p.repo.hidden_from_status)
         dirty = set(await git(self.p.repo.dirty_paths))
         self.user_files = UserFiles(self.p.repo.root, dirty)
         return dirty
@@ -48,6 +50,13 @@ class SubtaskTree:
     async def snapshot(self, paths: list[str] | None = None) -> str:
         """The attempt's patch; of `paths` when the caller knows what it changed."""
         return await git(self.p.repo.snapshot, self.base, self.user_files.paths, paths)
+
+    async def unhide(self) -> list[str]:
+        """Paths an attempt told git not to look at (skip-worktree, assume-unchanged), shown
+        to git again, so that their edits are seen and judged; returns them."""
+        hidden = sorted(await git(self.p.repo.hidden_from_status) - self.hidden)
+        await git(self.p.repo.show_to_status, hidden)
+        return hidden
 
     async def fold_commits(self) -> list[str]:
         """An agent's own commits since the base, back to changes in the tree."""

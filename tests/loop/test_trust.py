@@ -242,18 +242,32 @@ if n == 1 and how == "amend":
 if how == "branch":
     git("checkout", "-qb", "agent-work")
     git("commit", "-qam", "fix add on a branch of its own")
+if n == 1 and how == "forge":  # closes another task of the backlog, as if it had passed
+    board = pathlib.Path(".openagents/tasks.jsonl")
+    board.write_text(board.read_text().replace('"id":"T-2","title":"Add sub","description"', '"id":"T-2","title":"Add sub","closeReason":"all 1 subtask(s) passed verification","description"').replace('"status":"open"', '"status":"closed"'))
+if n == 1 and how == "hide":  # a test edit git is told not to see, and the bug left in
+    git("update-index", "--skip-worktree", "test_calc.py")
+    pathlib.Path("test_calc.py").write_text("def test_add():\\n    pass\\n")
+    pathlib.Path("calc.py").write_text((state / "wrong").read_text())
+if n == 1 and how == "fsmonitor":  # a hook that goldenloop's own git would run
+    hook = state / "hook.sh"
+    hook.write_text(f"#!/bin/sh\\ntouch {state / 'hook-ran'}\\n")
+    hook.chmod(0o755)
+    git("config", "core.fsmonitor", str(hook))
+    git("config", "core.hooksPath", str(state))
 """
 
 
-def history_project(git_repo: Path, tmp_path: Path, how: str) -> Path:
+def history_project(git_repo: Path, tmp_path: Path, how: str, tasks: list | None = None) -> Path:
     state = tmp_path / "agent"
     state.mkdir()
     (state / "fixed").write_text(FIXED)
+    (state / "wrong").write_text(WRONG)
     script = tmp_path / "history_agent.py"
     script.write_text(HISTORY_AGENT)
     config = {"executor": {"kind": "command", "command": f"{PY} {script} {state} {how} {{prompt_file}}"},
               "reflexion": {"useLlm": False}}
-    return make_project(git_repo, [], config=config)
+    return make_project(git_repo, [], config=config, tasks=tasks)
 
 
 @pytest.mark.parametrize("how", ["amend", "reset"])
@@ -292,3 +306,64 @@ def test_an_agent_that_commits_on_a_branch_of_its_own_has_its_work_folded_back_o
     assert git(repo, "merge-base", "--is-ancestor", base, sha) == ""
     assert git(repo, "merge-base", "--is-ancestor", sha, "main") == ""
     assert git(repo, "show", f"{sha}:calc.py") == FIXED
+
+
+def test_a_test_edit_hidden_from_git_is_seen_and_rejected(git_repo: Path, tmp_path: Path) -> None:
+    repo = history_project(git_repo, tmp_path, "hide")
+    tests = (repo / "test_calc.py").read_text()
+
+    assert do_one_task(repo) == 0
+
+    assert outcomes(repo) == ["integrity", "passed"]
+    assert events_of(repo, "index_flags_cleared")[0]["paths"] == ["test_calc.py"]
+    assert (repo / "test_calc.py").read_text() == tests
+    assert git(repo, "ls-files", "-v", "test_calc.py").startswith("H ")  # git looks at it again
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "show", f"{sha}:calc.py") == FIXED
+
+
+def test_a_hook_an_agent_configures_never_runs_and_the_git_config_is_put_back(git_repo: Path, tmp_path: Path) -> None:
+    repo = history_project(git_repo, tmp_path, "fsmonitor")
+    config = (repo / ".git" / "config").read_bytes()
+
+    assert do_one_task(repo) == 0
+
+    assert outcomes(repo) == ["integrity", "passed"]
+    assert (repo / ".git" / "config").read_bytes() == config
+    assert not (tmp_path / "agent" / "hook-ran").exists()
+
+
+def test_an_agent_that_closes_another_task_in_the_backlog_is_rejected_and_the_task_stays_open(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    repo = history_project(git_repo, tmp_path, "forge", tasks=[task("T-1"), task("T-2", "Add sub", priority=3)])
+
+    assert do_one_task(repo) == 0
+
+    assert outcomes(repo) == ["integrity", "passed"]
+    board = tasks_on_disk(repo)
+    assert board["T-1"]["status"] == "closed" and board["T-2"]["status"] == "open"
+    committed = [orjson.loads(line) for line in git(repo, "show", "HEAD:.openagents/tasks.jsonl").splitlines()]
+    assert {t["id"]: t["status"] for t in committed} == {"T-1": "closed", "T-2": "open"}
+    kept = events_of(repo, "files_kept")
+    assert kept and ".openagents/tasks.jsonl" in str(kept)  # what the attempt wrote is kept for you to read
+
+
+def test_a_task_you_add_while_an_attempt_runs_is_kept_and_a_rewritten_one_is_put_back(tmp_path: Path) -> None:
+    from orchestrator.config import ProjectConfig
+    from orchestrator.loop.judging_files import BACKLOG, JudgingFiles
+
+    board = tmp_path / BACKLOG
+    board.parent.mkdir()
+    board.write_bytes(b'{"id":"T-1","status":"in_progress"}\n')
+    judging = JudgingFiles.read(tmp_path, ProjectConfig())
+    added = board.read_bytes() + b'{"id":"T-2","status":"open"}\n'  # `goldenloop add`, meanwhile
+    board.write_bytes(added)
+
+    assert judging.put_back(lambda paths: None) is None
+    assert board.read_bytes() == added
+
+    board.write_bytes(added.replace(b"in_progress", b"closed"))
+    kept: list[str] = []
+    assert "changed .openagents/tasks.jsonl" in (judging.put_back(kept.extend) or "")
+    assert kept == [BACKLOG] and board.read_bytes() == b'{"id":"T-1","status":"in_progress"}\n'
