@@ -34,17 +34,12 @@ from orchestrator.batch.progress import write_progress
 from orchestrator.batch.summary import RepoReport
 from orchestrator.batch.worktree import Landing, MergeConflict, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
-from orchestrator.checks.preflight import waived_failures
-from orchestrator.checks.verify import verify
-from orchestrator.checks.waivers import Waivers
+from orchestrator.checks.combined import combined_failure, combined_reason
 from orchestrator.checks.convergence import StopReason
 from orchestrator.git.repo import Repo
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
-from orchestrator.loop.state import task_text
-from orchestrator.processes import session_started
 from orchestrator.recovery import landing
-from orchestrator.recovery.journal import EarlySessions
 from orchestrator.runlog import Listener, RunLog, new_run_id
 from orchestrator.session import (
     EXIT_BLOCKED,
@@ -309,24 +304,15 @@ class RepoRun:
 
     async def combined_failure(self, task: Task, tree: Worktree, onto: Landing) -> str | None:
         """Why the checks fail on the task's commits on top of the tasks that landed since it
-        started; None when they pass (or fail only on tests the user waived)."""
+        started (`orchestrator.checks.combined`); None when they pass."""
         assert self.worktrees is not None
         await anyio.to_thread.run_sync(self.worktrees.check_out, tree, onto.head)
-        config = self.session.config
-        early = EarlySessions(self.session.project_dir, task.id)  # a kill must not leave them running
-        recording = session_started.set(early.add)
-        try:
-            verdict = await verify(tree.path, config.checks)
-        finally:
-            session_started.reset(recording)
-            early.end()
-        waivers = Waivers.of(config.checks_config.known_failures)
-        if verdict.passed or waived_failures(verdict, None, waivers, config.checks, task_text(task)):
+        verdict = await combined_failure(tree.path, self.session.project_dir, task, self.session.config)
+        if verdict is None:
             return None
         branch = self.worktrees.branch_name()
-        return (f"its checks passed on the tree it started from, but fail with the tasks that landed on {branch} "
-                f"since ({verdict.summary()}); its commits are kept on branch {tree.branch}, and "
-                f"`goldenloop reopen {task.id}` runs it again on {branch} as it is now")
+        return (combined_reason(verdict, branch, tree.branch)
+                + f", and `goldenloop reopen {task.id}` runs it again on {branch} as it is now")
 
     def block_landing(self, task: Task, tree: Worktree, outcome: TaskOutcome, reason: str, event: str) -> None:
         """The loop closed the task in the worktree; blocked now, so not closed at any time."""

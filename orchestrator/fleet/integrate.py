@@ -18,7 +18,9 @@ fleet-wide lock (`orchestrator.fleet.locks`), `integrate`:
 
 A rebase that conflicts keeps the task's commits on `goldenloop/<taskId>` on the remote,
 for a human, and the task is blocked at the tip with a reason naming that branch, as
-parallel worktrees do locally. A blocked (escalated) task's bookkeeping is integrated
+parallel worktrees do locally. So does a task whose checks, run again on its commits on
+top of a tip that moved since it started, fail there (`orchestrator.checks.combined`).
+A blocked (escalated) task's bookkeeping is integrated
 the same way: its escalation packet is for a human.
 
 The lock spares the fleet rebases that would be refused;
@@ -28,13 +30,16 @@ integrations at once could not lose a commit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import anyio
 import orjson
 
 from orchestrator.batch.worktree import BRANCH_PREFIX
+from orchestrator.checks.combined import combined_failure, combined_reason
 from orchestrator.fleet.bookkeeping import TASKS, merge_file
 from orchestrator.fleet.mirror import NETWORK_TIMEOUT_S, GitFailed, Mirrors, RepoRef, blob, failure, git, run_git
 from orchestrator.git.repo import ReplayConflict
@@ -133,14 +138,20 @@ def _onto(session: ProjectSession, ref: RepoRef, mirrors: Mirrors, outcome: Task
         try:
             replayed = session.repo.replay(work.head, tip)  # a task's one commit: no rebase's checkouts
         except ReplayConflict as exc:
-            return _conflict(session, ref, mirrors, outcome, work, tip, str(exc))
+            return _conflict(session, ref, mirrors, outcome, work, tip, _merge_conflict(ref, str(exc)))
         git(tree, "reset", "--quiet", "--hard", replayed or work.head)
         if replayed is None:
             try:
                 git(tree, "rebase", "--quiet", "--onto", tip, work.start)
             except GitFailed as exc:
                 git(tree, "rebase", "--abort", check=False)
-                return _conflict(session, ref, mirrors, outcome, work, tip, str(exc))
+                return _conflict(session, ref, mirrors, outcome, work, tip, _merge_conflict(ref, str(exc)))
+        if tip != work.start:  # others landed meanwhile: checked together before anything lands
+            failed = anyio.from_thread.run(combined_failure, tree, tree, session.board.get(outcome.task_id),
+                                           session.config)
+            if failed is not None:
+                return _conflict(session, ref, mirrors, outcome, work, tip,
+                                 lambda branch: combined_reason(failed, ref.branch, f"{branch} of the remote"))
     else:
         git(tree, "reset", "--quiet", "--hard", tip)
     rebased = git(tree, "rev-list", "--reverse", f"{tip}..HEAD").split()
@@ -154,16 +165,22 @@ def _onto(session: ProjectSession, ref: RepoRef, mirrors: Mirrors, outcome: Task
     return Integration("integrated", commits=rebased)
 
 
+def _merge_conflict(ref: RepoRef, detail: str) -> Callable[[str], str]:
+    detail = detail.removeprefix("git rebase failed: ")
+    return lambda branch: (f"merge conflict: its commits conflict with {ref.branch}; they are kept on branch "
+                           f"{branch} of the remote for a human to merge ({detail})")
+
+
 def _conflict(session: ProjectSession, ref: RepoRef, mirrors: Mirrors, outcome: TaskOutcome, work: Work,
-              tip: str, detail: str) -> Integration:
-    """Keep the commits on goldenloop/<taskId> on the remote; block the task at the tip."""
+              tip: str, why: Callable[[str], str]) -> Integration:
+    """Keep the commits on goldenloop/<taskId> on the remote; block the task at the tip,
+    `why(branch)` saying why."""
     tree = session.project_dir
     branch = BRANCH_PREFIX + safe_name(outcome.task_id)
     with mirrors.locked(ref):
         git(tree, "push", "--quiet", "--force", "origin", f"{work.head}:refs/heads/{branch}",
             timeout=NETWORK_TIMEOUT_S)
-    reason = (f"merge conflict: its commits conflict with {ref.branch}; they are kept on branch {branch} of the "
-              f"remote for a human to merge ({detail.removeprefix('git rebase failed: ')})")
+    reason = why(branch)
     git(tree, "reset", "--quiet", "--hard", tip)
     _write_merged(tree, work, mirrors, ref, tip)
     session.board.update(outcome.task_id, status="blocked", close_reason=reason, closed_at=None)
