@@ -1,5 +1,6 @@
 """What judges an attempt, as the run read it: project.json, the prompt files it names,
-the repository's git configuration (a hook or an fsmonitor there runs with the checks),
+the repository's git configuration (a hook or an fsmonitor there runs with the checks;
+an exclude there leaves out of the commit a file the checks passed with),
 and the backlog (a task an attempt marks closed there would never run).
 
 An attempt may not change how it is judged: whatever an agent writes there is put back
@@ -23,11 +24,12 @@ class JudgingFiles:
         self.root, self.content = root, content  # path -> bytes as read; None: absent
 
     @classmethod
-    def read(cls, root: Path, config: ProjectConfig, git_config: Path | None = None) -> JudgingFiles:
-        """`git_config`: the repository's .git/config, whose hooks and filters run with the checks."""
+    def read(cls, root: Path, config: ProjectConfig, git_dir: Path | None = None) -> JudgingFiles:
+        """`git_dir`: the repository's (common) git folder. Its config names hooks and filters
+        that run with the checks; its info/exclude hides files from what is committed."""
         paths = judging_files(config)
-        if git_config is not None:
-            paths.append(_shown(git_config, root))
+        if git_dir is not None:
+            paths += [_shown(git_dir / name, root) for name in ("config", "info/exclude")]
         return cls(root, {rel: _read(root / rel) for rel in paths})
 
     def put_back(self, keep: Callable[[list[str]], object]) -> str | None:

@@ -74,7 +74,7 @@ class SubtaskRun:
         # On disk before anything changes: what recovery needs if this process is killed.
         s.journal = Journal.start(p.project_dir, s.task.id, s.subtask.id, s.tree.base, p.repo.root,
                                   s.tree.user_files.content, dirty)
-        s.judging = JudgingFiles.read(p.repo.root, p.config, p.repo.common_dir / "config")
+        s.judging = JudgingFiles.read(p.repo.root, p.config, p.repo.common_dir)
         s.subtask.status, s.subtask.base_commit = "in_progress", s.tree.base
         s.subtask.dirty_before = sorted(dirty)
         s.save()
@@ -165,13 +165,14 @@ class SubtaskRun:
         judgements = s.earlier.judgements
         last = judgements[max(judgements)] if judgements else None
         see = f"see {packet.relative_to(p.project_dir)}"
-        if last is not None and last.only_before and why != StopReason.ENVIRONMENT:
-            reason = f"{still_failing_sentence(s.task.id, last.only_before, s.waivers, task_text(s.task))} ({see})"
+        only_before = last.only_before if last is not None and why != StopReason.ENVIRONMENT else ()
+        if only_before:
+            reason = f"{still_failing_sentence(s.task.id, only_before, s.waivers, task_text(s.task))} ({see})"
         else:
             reason = (f"subtask {sub.id} stopped ({why.value}) after {s.attempt} attempt(s); "
                       f"last: {sub.last_failure_reason}; {see}")
         s.event("escalated", convergence=why, packet=str(packet), restored=restored, reason=reason)
-        return SubtaskResult("escalated", reason, escalation=packet, stop_reason=why)
+        return SubtaskResult("escalated", reason, escalation=packet, stop_reason=why, only_before=only_before)
 
     async def put_back(self, end: Literal["budget", "model_unavailable"], reason: str) -> SubtaskResult:
         """Stop without blaming the task: restore the tree, leave the subtask pending."""
