@@ -148,8 +148,8 @@ async def _rejected(s: SubtaskState, a: Attempt, executed: ExecutionResult, even
 async def _user_files_touched(s: SubtaskState, a: Attempt, touched: list[str]) -> None:
     files = f"{touched[0]}, which holds" if len(touched) == 1 else f"{', '.join(touched)}, which hold"
     reason = (f"the attempt changed {files} uncommitted work of yours (put back as it was); goldenloop "
-              "never mixes its edits into your work: commit or stash it, set the task's status back "
-              "to open in .openagents/tasks.jsonl and run again")
+              f"never mixes its edits into your work: commit or stash it, then `goldenloop reopen {s.task.id}` "
+              "and run again")
     s.event("user_files_touched", paths=touched)
     s.record(a, "user_files", reason, reflection_id=await reflect_on(s, "integrity", reason))
     raise Escalate(StopReason.ENVIRONMENT)
