@@ -102,6 +102,7 @@ class RepoRun:
         self.worktrees = Worktrees(session.project_dir, link=w.link, copy=w.copy_) if parallel > 1 else None
         self.trees: list[Worktree] = []  # every worker's, removed when the run ends
         self.main_lock = threading.Lock()  # the workers may run on event loops of their own
+        self.again: set[str] = set()  # tasks run once more after others landed (`maybe_again`)
 
     # -- budgets --------------------------------------------------------------------
 
@@ -246,15 +247,32 @@ class RepoRun:
         # The worktree is the worker's own: resetting it needs no lock on the main checkout.
         # A close in it is not done until the task's commits land: that is written down
         # first, its fsync while git resets the worktree.
+        base = self.session.repo.head()
         async with anyio.create_task_group() as group:
             group.start_soon(anyio.to_thread.run_sync, landing.expect, self.session.project_dir, task.id)
-            await anyio.to_thread.run_sync(self.worktrees.start, tree, task.id, self.session.repo.head())
+            await anyio.to_thread.run_sync(self.worktrees.start, tree, task.id, base)
         outcome = await self.session.run_task(task, repo=repo, limits=[self.spend], bookkeeping=False)
         if outcome.status == "closed" and outcome.commits:
             await self.integrate(task, tree, outcome)
         else:
             landing.landed(self.session.project_dir, task.id)
+            self.maybe_again(task, outcome, base)
         return outcome
+
+    def maybe_again(self, task: Task, outcome: TaskOutcome, base: str) -> None:
+        """A task blocked only by tests that failed when it started runs once more when other
+        tasks landed meanwhile: one of them may have been fixing those very tests."""
+        if not outcome.only_before or task.id in self.again or self.session.repo.head() == base:
+            return
+        self.again.add(task.id)
+        self.session.board.reopen(task.id)
+        outcome.status = "again"
+        reason = (f"the tests that failed when it started ({', '.join(outcome.only_before)}) may have been fixed by "
+                  "the tasks that landed since: it runs again on the base branch as it is now")
+        self.session.runlog.event("task_again", taskId=task.id, reason=reason)  # type: ignore[union-attr]
+        with self.claims:  # the next claim counts it again
+            self.started -= 1
+            self.budget.started_tasks -= 1
 
     def add_worktree(self, name: str) -> Worktree:
         assert self.worktrees is not None
@@ -326,6 +344,8 @@ class RepoRun:
             self._record(outcome)
 
     def _record(self, outcome: TaskOutcome) -> None:
+        if outcome.status == "again":  # its next run says how it ends
+            return
         self.report.outcomes.append(outcome)
         self.infra_failures = self.infra_failures + 1 if outcome.status == "model_unavailable" else 0
         self.environment_failures = same_environment_failure(self.environment_failures, outcome)

@@ -162,7 +162,7 @@ class GoldenLoop:
             p.board.block(task.id, redact(result.reason))  # tasks.jsonl is shared: no secrets
             p.runlog.event("task_blocked", taskId=task.id, reason=result.reason, convergence=result.stop_reason)
             return TaskOutcome(task.id, "blocked", result.reason, escalation=result.escalation,
-                               stop_reason=result.stop_reason)
+                               stop_reason=result.stop_reason, only_before=result.only_before)
         p.board.reopen(task.id)
         p.runlog.event("task_reopened", taskId=task.id, reason=result.reason, convergence=result.stop_reason)
         status = "budget" if result.end == "budget" else "model_unavailable"

@@ -12,7 +12,7 @@ from reflection.meter import Meter
 # closed: every subtask passed; blocked: escalated to a human; model_unavailable and
 # budget: stopped without blame, the task back to open; interrupted: a signal or the
 # run's time budget stopped it, the task back to open.
-TaskStatus = Literal["closed", "blocked", "model_unavailable", "budget", "interrupted"]
+TaskStatus = Literal["closed", "blocked", "model_unavailable", "budget", "interrupted", "again"]
 SubtaskEnd = Literal["passed", "escalated", "model_unavailable", "budget"]
 
 
@@ -28,6 +28,7 @@ class TaskOutcome:
     duration_s: float = 0.0
     escalation: Path | None = None
     stop_reason: StopReason | None = None  # why the last subtask's attempts stopped
+    only_before: tuple[str, ...] = ()  # blocked only by tests that failed before it started
 
 
 @dataclass
@@ -38,3 +39,4 @@ class SubtaskResult:
     escalation: Path | None = None
     stop_reason: StopReason | None = None
     waived: tuple[str, ...] = ()  # known failures the user waived that still failed when it passed
+    only_before: tuple[str, ...] = ()  # escalated with only tests failing that failed before the task

@@ -658,6 +658,42 @@ def test_parallel_tasks_that_pass_alone_but_fail_together_never_both_close(tmp_p
     assert status(repo) == ""
 
 
+# T-2 starts while T-1 still fixes add(): T-2's first run waits until T-1 has landed, so it
+# ends on a test that failed when it started and passes on main by then.
+WAITING_AGENT = """set -e
+if grep -q "Fix add" "$1"; then
+  n=0; while [ ! -e "{meet}/2" ]; do sleep 0.05; n=$((n + 1)); [ "$n" -lt 1200 ] || exit 3; done
+  sed -i 's/a - b/a + b/' calc.py
+  exit 0
+fi
+touch "{meet}/2"
+n=0; while grep -q "a - b" "{main}/calc.py"; do sleep 0.05; n=$((n + 1)); [ "$n" -lt 1200 ] || exit 3; done
+printf 'def hello(name):\n    return "hello " + name\n' > greet.py
+"""
+
+
+@pytest.mark.slow
+def test_a_task_blocked_by_a_test_another_task_was_fixing_runs_again_and_closes(git_repo, capsys):
+    agent = git_repo.parent / "waiting_agent.sh"
+    (git_repo.parent / "meet").mkdir()
+    agent.write_text(WAITING_AGENT.format(meet=git_repo.parent / "meet", main=git_repo))
+    repo = make_project(git_repo, [], tasks=[task("T-1", "Fix add"), task("T-2", "Add greet", type="feature")],
+                        config={"executor": {"kind": "command", "command": f"sh {agent} {{prompt_file}}"},
+                                "reflexion": {"maxRetries": 0, "useLLM": False}})
+
+    assert overnight(repo, "--parallel", "2") == 0
+
+    board = tasks_on_disk(repo)
+    assert board["T-1"]["status"] == "closed" and board["T-2"]["status"] == "closed"
+    out = capsys.readouterr().out
+    assert ("T-2 runs again: the tests that failed when it started (test_calc.py::test_add, "
+            "test_calc.py::test_add_negative) may have been fixed by the tasks that landed since") in out
+    (summary,) = run_summaries(repo)
+    assert [(t["taskId"], t["outcome"]) for t in summary["tasks"]] in (
+        [("T-1", "closed"), ("T-2", "closed")], [("T-2", "closed"), ("T-1", "closed")])
+    assert (repo / "greet.py").is_file() and "a + b" in (repo / "calc.py").read_text()
+
+
 def test_a_worker_worktree_is_reset_to_the_new_base_for_each_task_and_merged_linearly(tmp_path):
     repo = init_repo(tmp_path / "repo")
     trees = Worktrees(repo.resolve())
