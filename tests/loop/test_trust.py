@@ -44,14 +44,20 @@ if commit:
 """
 
 
-def agent_project(git_repo: Path, tmp_path: Path, *, commit: bool = False, tamper: bool | str = False,
-                  **config: object) -> Path:
+def agent_files(tmp_path: Path, program: str) -> tuple[Path, Path]:
+    """The agent's state folder (the wrong and the fixed calc.py) and its program."""
     state = tmp_path / "agent"
     state.mkdir()
     (state / "wrong").write_text(WRONG)
     (state / "fixed").write_text(FIXED)
     script = tmp_path / "agent.py"
-    script.write_text(AGENT)
+    script.write_text(program)
+    return state, script
+
+
+def agent_project(git_repo: Path, tmp_path: Path, *, commit: bool = False, tamper: bool | str = False,
+                  **config: object) -> Path:
+    state, script = agent_files(tmp_path, AGENT)
     flags = f"{'commit' if commit else 'no'} {'tamper' if tamper is True else tamper or 'no'}"
     config = {"executor": {"kind": "command", "command": f"{PY} {script} {state} {flags} {{prompt_file}}"},
               "reflexion": {"useLlm": False}, **config}
@@ -259,12 +265,7 @@ if n == 1 and how == "fsmonitor":  # a hook that goldenloop's own git would run
 
 
 def history_project(git_repo: Path, tmp_path: Path, how: str, tasks: list | None = None) -> Path:
-    state = tmp_path / "agent"
-    state.mkdir()
-    (state / "fixed").write_text(FIXED)
-    (state / "wrong").write_text(WRONG)
-    script = tmp_path / "history_agent.py"
-    script.write_text(HISTORY_AGENT)
+    state, script = agent_files(tmp_path, HISTORY_AGENT)
     config = {"executor": {"kind": "command", "command": f"{PY} {script} {state} {how} {{prompt_file}}"},
               "reflexion": {"useLlm": False}}
     return make_project(git_repo, [], config=config, tasks=tasks)
