@@ -374,6 +374,24 @@ class GitPlumbing:
         value = self._read_ref("HEAD")
         return value.removeprefix("ref: refs/heads/").strip() if value.startswith("ref: refs/heads/") else None
 
+    def _head_back(self, base: str, branch: str | None) -> None:
+        """HEAD at `base` on `branch` (None: detached) as an attempt found it; the tree untouched."""
+        why = "goldenloop: HEAD back where the attempt found it"
+        if branch is None:
+            if self.branch() is not None or self.head() != base:
+                self._git("update-ref", "--no-deref", "-m", why, "HEAD", base)
+            return
+        if self.branch() != branch:  # the agent checked out another branch, or detached HEAD
+            self._git("symbolic-ref", "-m", why, "HEAD", f"refs/heads/{branch}")
+        if self._branch_tip(branch) != base:
+            self._git("update-ref", "-m", why, f"refs/heads/{branch}", base)
+
+    def _branch_tip(self, branch: str) -> str | None:
+        try:
+            return self._read_ref(f"refs/heads/{branch}")
+        except ValueError:  # the agent deleted it
+            return None
+
     def _read_ref(self, name: str) -> str:
         """A ref's content: a sha, or "ref: <other>"; ValueError when it does not exist."""
         for folder in (self.git_dir, self.common_dir):  # HEAD is per worktree, branches shared
@@ -606,24 +624,6 @@ class Repo(GitPlumbing):
         self.align_index(paths)
         logger.info("folded the commits %s..%s back into the tree", base[:12], head[:12])
         return paths
-
-    def _head_back(self, base: str, branch: str | None) -> None:
-        """HEAD at `base` on `branch` (None: detached) as an attempt found it; the tree untouched."""
-        why = "goldenloop: HEAD back where the attempt found it"
-        if branch is None:
-            if self.branch() is not None or self.head() != base:
-                self._git("update-ref", "--no-deref", "-m", why, "HEAD", base)
-            return
-        if self.branch() != branch:  # the agent checked out another branch, or detached HEAD
-            self._git("symbolic-ref", "-m", why, "HEAD", f"refs/heads/{branch}")
-        if self._branch_tip(branch) != base:
-            self._git("update-ref", "-m", why, f"refs/heads/{branch}", base)
-
-    def _branch_tip(self, branch: str) -> str | None:
-        try:
-            return self._read_ref(f"refs/heads/{branch}")
-        except ValueError:  # the agent deleted it
-            return None
 
     def _openagents_back(self, base: str) -> None:
         """goldenloop's committed files that history of another line took from the tree, back."""
