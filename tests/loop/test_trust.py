@@ -250,7 +250,8 @@ if how == "branch":
     git("commit", "-qam", "fix add on a branch of its own")
 if n == 1 and how == "forge":  # closes another task of the backlog, as if it had passed
     board = pathlib.Path(".openagents/tasks.jsonl")
-    board.write_text(board.read_text().replace('"id":"T-2","title":"Add sub","description"', '"id":"T-2","title":"Add sub","closeReason":"all 1 subtask(s) passed verification","description"').replace('"status":"open"', '"status":"closed"'))
+    forged = board.read_text().replace('"status":"open"', '"status":"closed"')
+    board.write_text(forged.replace('"title":"Add sub",', '"title":"Add sub","closeReason":"all passed",'))
 if n == 1 and how == "hide":  # a test edit git is told not to see, and the bug left in
     git("update-index", "--skip-worktree", "test_calc.py")
     pathlib.Path("test_calc.py").write_text("def test_add():\\n    pass\\n")
