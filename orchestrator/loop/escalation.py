@@ -62,9 +62,12 @@ def write_packet(
     name = safe_name(task.id)
     packet, patch = folder / f"{name}.md", folder / f"{name}.patch"
     best = best_attempt(snapshots)
+    exact = True  # the saved patch applies as it is
     if best is not None:
-        atomic_write(patch, redact(best.diff).encode())
-    text = _markdown(task, subtask, snapshots, reflections, meter, best, patch, stop_reason, fresh)
+        shown = redact(best.diff)
+        exact = shown == best.diff
+        atomic_write(patch, shown.encode())
+    text = _markdown(task, subtask, snapshots, reflections, meter, best, patch, stop_reason, fresh, exact)
     atomic_write(packet, redact(text).encode())
     return packet
 
@@ -79,6 +82,7 @@ def _markdown(
     patch: Path,
     stop_reason: str,
     fresh: bool,
+    exact: bool = True,
 ) -> str:
     lines = [
         f"# Escalation: {task.id} — {task.title}",
@@ -103,8 +107,11 @@ def _markdown(
         lines.append("No attempt changed any file.")
     else:
         lines += [
-            f"Attempt {best.number} ({best.summary}); its diff is saved as `{patch.name}` "
-            f"next to this file (apply it with `git apply {patch.name}`).",
+            f"Attempt {best.number} ({best.summary}); its diff is saved as `{patch.name}` next to this file "
+            + (f"(apply it with `git apply {patch.name}`)." if exact else
+               "with its secrets replaced by `[REDACTED:…]`, so it does not apply as it is: "
+               f"`goldenloop history {task.id} --subtask {subtask.id} --patch {best.number} | git apply` "
+               "applies the exact one."),
             "",
             "```diff",
             best.diff[:20_000],
