@@ -185,7 +185,7 @@ class Worktrees:
         try:
             self._git("merge", "--ff-only", "--quiet", landing.head)
         except GitFailed as exc:
-            self._keep(tree)
+            self.keep(tree, "HEAD")
             raise MergeConflict(
                 f"the base branch could not be fast-forwarded; the commits are kept on branch "
                 f"{tree.branch} ({_last_line(exc.stderr)})"
@@ -198,7 +198,8 @@ class Worktrees:
         self._git("reset", "--hard", "--quiet", commit, cwd=tree.path)
 
     def keep(self, tree: Worktree, commit: str) -> None:
-        """The task's commits kept on its branch for a human (they did not land)."""
+        """The task's commits, up to `commit` (a sha, or the worktree's HEAD), kept on its
+        branch for a human: they did not land."""
         self._git("branch", "--force", tree.branch, commit, cwd=tree.path)
 
     def _onto(self, tree: Worktree, tip: str, head: str) -> tuple[str, list[str] | None]:
@@ -209,7 +210,7 @@ class Worktrees:
         try:
             replayed = self._main().replay(head, tip)
         except ReplayConflict as exc:
-            self._keep(tree)
+            self.keep(tree, "HEAD")
             raise MergeConflict(self._conflicting(tree, str(exc))) from None
         if replayed is not None:
             return replayed, [replayed]
@@ -217,16 +218,13 @@ class Worktrees:
             self._git("rebase", "--quiet", tip, cwd=tree.path)
         except GitFailed as exc:
             self._try_in(tree.path, "rebase", "--abort")
-            self._keep(tree)
+            self.keep(tree, "HEAD")
             raise MergeConflict(self._conflicting(tree, _last_line(exc.stderr))) from None
         return self._tree_head(tree), None
 
     def _conflicting(self, tree: Worktree, detail: str) -> str:
         return (f"its commits conflict with {self.branch_name()}; they are kept on branch "
                 f"{tree.branch} for a human to merge ({detail})")
-
-    def _keep(self, tree: Worktree) -> None:
-        self._git("branch", "--force", tree.branch, "HEAD", cwd=tree.path)
 
     @staticmethod
     def _try_in(cwd: Path, *args: str) -> None:
