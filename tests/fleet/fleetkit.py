@@ -47,6 +47,22 @@ if pathlib.Path("slow.py").exists():
 '''
 
 
+def meet(shared: Path, pair: tuple[str, str]) -> str:
+    """Check code for two tasks that must run at the same time: the task `me` (set before it;
+    None: no one to meet) says it is here, then waits until the other task of `pair` is too."""
+    return f'''import time
+if me:
+    shared = pathlib.Path({str(shared)!r})
+    (shared / me).write_text("here")
+    other = shared / ({pair[1]!r} if me == {pair[0]!r} else {pair[0]!r})
+    deadline = time.monotonic() + 60  # a guard: the other task's check comes, or this one fails
+    while not other.exists():
+        if time.monotonic() > deadline:
+            sys.exit("the other task never ran at the same time")
+        time.sleep(0.05)
+'''
+
+
 def task(task_id: str, title: str, *, priority: int = 2, deps: Sequence[str] = (), n: int = 0) -> dict[str, Any]:
     return {"id": task_id, "title": title, "description": f"{title}.", "status": "open", "priority": priority,
             "type": "task", "labels": [], "deps": [{"id": d, "type": "blocks"} for d in deps],

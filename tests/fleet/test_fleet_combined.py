@@ -12,7 +12,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fleetkit import PY, make_remote, remote_tasks, reply, start_worker, task, wait_exit, worker_log, write_script
+from fleetkit import (
+    PY,
+    make_remote,
+    meet,
+    remote_tasks,
+    reply,
+    start_worker,
+    task,
+    wait_exit,
+    worker_log,
+    write_script,
+)
 from projects import git
 
 from orchestrator.cli import main
@@ -22,21 +33,13 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 UTIL = "def twice(x):\n    return 2 * x\n"
 DOUBLE = "from util import twice\n\n\ndef double(x):\n    return twice(x)\n"
 # Appended to the project's check (fleetkit.CHECK): meet the other task, then import everything.
-IMPORT_ALL = '''import importlib, time
+WHO = '''import importlib
 sys.path.insert(0, ".")
 me = "S-2" if pathlib.Path("double.py").exists() else None
 if "twice" not in pathlib.Path("util.py").read_text():
     me = "S-1" if me is None else None  # both changes: a combined check, no one to meet
-if me:
-    shared = pathlib.Path({shared!r})
-    (shared / me).write_text("here")
-    other = shared / ("S-2" if me == "S-1" else "S-1")
-    deadline = time.monotonic() + 60  # a guard: the other task's check comes, or this one fails
-    while not other.exists():
-        if time.monotonic() > deadline:
-            sys.exit("the other task never ran at the same time")
-        time.sleep(0.05)
-for path in sorted(pathlib.Path(".").glob("*.py")):
+'''
+IMPORT_ALL = '''for path in sorted(pathlib.Path(".").glob("*.py")):
     if path.stem != "check":
         importlib.import_module(path.stem)
 '''
@@ -48,7 +51,7 @@ def test_two_tasks_that_pass_alone_but_fail_together_never_both_close(pg_server,
     model = write_script(tmp_path / "script.json", [reply("S-1", "util.py", "# nothing here yet\n"),
                                                      reply("S-2", "double.py", DOUBLE)])
     remote = make_remote(tmp_path, "lib", [task("S-1", "Remove twice"), task("S-2", "Add double", n=1)], model,
-                         check_extra=IMPORT_ALL.format(shared=str(tmp_path / "meet")), files={"util.py": UTIL})
+                         check_extra=WHO + meet(tmp_path / "meet", ("S-1", "S-2")) + IMPORT_ALL, files={"util.py": UTIL})
     assert main(["enqueue", "--queue", url, "--workdir", str(tmp_path / "enqueuer"), remote, "--json"]) == 0
     logs = tmp_path / "logs"
     workers = [start_worker(url, tmp_path / "machine", f"w{n}", logs, "--lease", "10") for n in (1, 2)]
