@@ -306,7 +306,7 @@ class RepoRun:
         while True:
             try:
                 onto = await self.on_main(self.worktrees.onto_tip, tree)
-                failed = await self.combined_failure(task, tree, onto) if onto.moved else None
+                failed = await self.checks_on_top(task, tree, onto) if onto.moved else None
                 if failed:
                     await anyio.to_thread.run_sync(self.worktrees.keep, tree, onto.head)
                     return self.block_landing(task, tree, outcome, failed, "combined_checks_failed")
@@ -320,7 +320,7 @@ class RepoRun:
         self.session.board.update(task.id, commits=commits)
         landing.landed(root, task.id)
 
-    async def combined_failure(self, task: Task, tree: Worktree, onto: Landing) -> str | None:
+    async def checks_on_top(self, task: Task, tree: Worktree, onto: Landing) -> str | None:
         """Why the checks fail on the task's commits on top of the tasks that landed since it
         started (`orchestrator.checks.combined`); None when they pass."""
         assert self.worktrees is not None
