@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.git.provided import Provided
 from orchestrator.git.repo import NO_HOOKS, GitPlumbing, ReplayConflict
 
 BRANCH_PREFIX = "goldenloop/"
@@ -85,6 +86,7 @@ class Worktrees:
         digest = hashlib.sha256(str(root).encode()).hexdigest()[:10]
         self.home = Path(tempfile.gettempdir()) / "goldenloop-worktrees" / f"{root.name}-{digest}"
         self._refs: GitPlumbing | None = None
+        self._provided: Provided | None = None  # looked for once a run
 
     def _git(self, *args: str, cwd: Path | None = None) -> str:
         done = _run(args, cwd or self.root)
@@ -126,22 +128,9 @@ class Worktrees:
 
     def provide(self, tree: Worktree) -> None:
         """Link and copy the configured ignored paths of the repository into `tree`."""
-        for globs, how in ((self.link, "link"), (self.copy, "copy")):
-            for source in self._ignored_matches(globs):
-                target = tree.path / source.relative_to(self.root)
-                if target.exists() or target.is_symlink():  # tracked, or provided already
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if how == "link":
-                    target.symlink_to(source, target_is_directory=source.is_dir())
-                elif source.is_dir():
-                    shutil.copytree(source, target, symlinks=True)
-                else:
-                    shutil.copy2(source, target)
-
-    def _ignored_matches(self, globs: Sequence[str]) -> list[Path]:
-        matches = sorted({p for glob in globs for p in self.root.glob(glob)} - {self.root / ".git"})
-        return [p for p in matches if self._try("check-ignore", "-q", str(p.relative_to(self.root)))]
+        if self._provided is None:
+            self._provided = Provided.of(self.root, self.link, self.copy)
+        self._provided.into(tree.path)
 
     def start(self, tree: Worktree, task_id: str, base: str) -> None:
         """Make `tree` what a fresh worktree at `base` would be, for `task_id`: whatever

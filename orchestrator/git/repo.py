@@ -39,10 +39,12 @@ TRUNCATION_MARKER = "\n[... diff truncated: {shown} of {total} bytes shown ...]\
 
 # Paths are file names, never globs; no optional locks so we don't fight the user's git.
 # No hook and no fsmonitor runs: an attempt that set one in .git/config would otherwise
-# run its own code inside goldenloop's look at what it changed.
+# run its own code inside goldenloop's look at what it changed. No replacement object
+# (`git replace`) stands in for the one a commit names: what is judged and committed is
+# what the objects' ids say.
 # Given as options rather than variables: a command with no environment of its own
 # inherits ours as it is, with no copy of it built and encoded per process.
-NO_HOOKS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+NO_HOOKS = ("--no-replace-objects", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 _GIT = ("git", *NO_HOOKS, "--literal-pathspecs", "--no-optional-locks")
 # The identity of the user's index file that a scratch index copies (`_index_identity`).
 Seed = tuple[object, ...] | None
@@ -76,6 +78,12 @@ def _under(path: str, prefix: str) -> bool:
 
 def _outside_openagents(paths: set[str]) -> set[str]:
     return {p for p in paths if not _under(p, OPENAGENTS)}
+
+
+def _present(root: Path, path: str) -> bool:
+    """A file of the working tree: there, and not behind a link (a folder of the tree replaced
+    by a symlink: the file is gone from the tree, whatever the link points at)."""
+    return os.path.lexists(root / path) and not any((root / p).is_symlink() for p in Path(path).parents[:-1])
 
 
 def _split_z(output: str) -> list[str]:
@@ -186,6 +194,19 @@ class GitPlumbing:
             detail = (os.fsdecode(done.stderr).strip().splitlines() or [""])[-1]
             raise RepoError(f"git {args[0]} failed: {detail}")
         return done.stdout
+
+    def git(self, *args: str, env: Mapping[str, str] | None = None) -> str:
+        """A git command of this repository (no hook, no fsmonitor); its output; RepoError
+        with git's last line when it fails."""
+        return self._git(*args, env=env)
+
+    def feed(self, *args: str, data: bytes, env: Mapping[str, str] | None = None) -> bytes:
+        """A git command fed `data` on its standard input; its output as bytes."""
+        return self._objects(*args, data=data, env=env)
+
+    def tree_of(self, commit: str) -> str:
+        """A commit's tree (cached: neither ever changes)."""
+        return self._tree_of(self._commit_sha(commit))
 
     def _commit_sha(self, rev: str) -> str:
         if rev in self._commits:  # commits never change: check each name once
@@ -499,7 +520,7 @@ class Repo(GitPlumbing):
         if not paths:
             return ""
         base = self._commit_sha(base)
-        present = [p for p in paths if os.path.lexists(self.root / p)]
+        present = [p for p in paths if _present(self.root, p)]
         flags = [*_DIFF_FLAGS, "--binary"] if binary else list(_DIFF_FLAGS)
         # What the user staged cannot change a diff of `base` against the working tree: the
         # index only says which paths there are, and intent-to-add puts in those it lacks
@@ -539,11 +560,12 @@ class Repo(GitPlumbing):
     # -- writing --------------------------------------------------------------------
 
     def commit(self, paths: list[str], message: str, *, before_ref: Callable[[str, str], None] | None = None,
-               contents: Mapping[str, bytes | None] | None = None) -> str:
+               contents: Mapping[str, bytes | None] | None = None, judged: str | None = None) -> str:
         """Commit exactly `paths` (additions, edits, deletions) on top of HEAD; return the sha.
 
-        `contents`: paths committed with these bytes (None: removed) rather than the
-        working tree's, which keeps what it holds. The commit is built on a private index
+        `contents`: paths committed with these bytes (None: removed), not the working tree's.
+        `judged`: the tree the checks passed (`tree_with` of these paths), committed whatever
+        the files hold now. The commit is built on a private index
         (`write-tree`, `commit-tree`); then, as git does, the user's index takes these
         paths' new entries and HEAD moves last (`update-ref`): a kill between the two
         leaves the commit staged, never its reversal. Anything else the user staged stays
@@ -553,22 +575,22 @@ class Repo(GitPlumbing):
         """
         if not paths:
             raise RepoError("nothing to commit: no paths were given")
-        head, given = self.head(), {p: contents[p] for p in paths if contents and p in contents}
-        present = [p for p in paths if p not in given and os.path.lexists(self.root / p)]
-        gone = [p for p in paths if p not in given and p not in present]
-        if gone:  # a deletion can only be staged for a path the base tree knows
-            known = self._paths_in_tree(head, gone)
-            present += [p for p in gone if p in known]
+        head = self.head()
+        present, given = self._staged_paths(head, paths, contents)
         with self._seeded_index(head, [*present, *given]) as (env, seed):
             self._stage(present, given, env)
             tree = self._git("write-tree", env=env)
+            moved = judged is not None and tree != judged  # a file changed after it was judged
+            tree, seed = (judged, None) if moved else (tree, seed)  # type: ignore[assignment]
             if tree == self._tree_of(head):
                 raise RepoError(f"nothing to commit: {', '.join(paths)} match HEAD")
             sha = self._git("commit-tree", tree, "-p", head, "-m", message, env=self._identity_env())
             if before_ref is not None:
                 before_ref(head, sha)
             installed = self._install_index(env, seed)  # the user's index: what was just committed
-        if installed is None:
+        if installed is None and moved:  # the index as committed; the later bytes stay in the files
+            self._git("reset", "--quiet", sha, "--", *paths)
+        elif installed is None:
             self._stage(present, given)
         self._git("update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD", sha, head)
         # Nothing staged before, only what was committed since: nothing staged still.
@@ -577,6 +599,27 @@ class Repo(GitPlumbing):
         self._trees[sha] = tree
         logger.info("committed %d path(s) as %s", len(present) + len(given), sha[:12])
         return sha
+
+    def tree_with(self, paths: list[str]) -> str:
+        """HEAD's tree with `paths` as the working tree has them: what `commit` would record."""
+        head = self.head()
+        if not paths:
+            return self._tree_of(head)
+        present, gone = self._staged_paths(head, paths, None)  # gone: removed (None)
+        with self._scratch_index(head, [*present, *gone]) as env:
+            self._stage(present, gone, env)
+            return self._git("write-tree", env=env)
+
+    def _staged_paths(self, head: str, paths: list[str], contents: Mapping[str, bytes | None] | None
+                      ) -> tuple[list[str], dict[str, bytes | None]]:
+        """(paths staged from the working tree, paths staged from given bytes) of a commit."""
+        given = {p: contents[p] for p in paths if contents and p in contents}
+        present = [p for p in paths if p not in given and _present(self.root, p)]
+        gone = [p for p in paths if p not in given and p not in present]
+        if gone:  # a deletion can only be staged for a path the base tree knows
+            known = self._paths_in_tree(head, gone)
+            given |= {p: None for p in gone if p in known}
+        return present, given
 
     def _stage(self, paths: list[str], given: Mapping[str, bytes | None], env: Mapping[str, str] | None = None) -> None:
         """Index entries of `paths` from the working tree and of `given` from their bytes."""
@@ -631,18 +674,6 @@ class Repo(GitPlumbing):
         missing = [path for path in tracked if not (self.root / path).exists()]
         if missing:
             self._git("checkout", base, "--", *missing)
-
-    def hidden_from_status(self) -> set[str]:
-        """Paths whose index entries tell git not to look at the file (skip-worktree,
-        assume-unchanged): an edit to them shows in no status and no diff."""
-        entries = _split_z(self._git("ls-files", "-v", "-z"))
-        return {entry[2:] for entry in entries if entry[0] == "S" or entry[0].islower()}
-
-    def show_to_status(self, paths: list[str]) -> None:
-        """Those flags cleared: git looks at the files again."""
-        if paths:  # one flag per call: given together, git clears neither
-            self._git("update-index", "--no-skip-worktree", "--", *paths)
-            self._git("update-index", "--no-assume-unchanged", "--", *paths)
 
     def align_index(self, paths: list[str]) -> None:
         """The user's index entries of `paths` as HEAD has them (after goldenloop committed them)."""
@@ -702,7 +733,8 @@ class Repo(GitPlumbing):
     def _remove_created(self, path: str) -> None:
         """Delete a file the attempt created, then the folders that are now empty."""
         target = self.root / path
-        target.unlink(missing_ok=True)
+        if not target.is_dir() or target.is_symlink():  # a real folder is one a link stood in for: back now
+            target.unlink(missing_ok=True)
         folder = target.parent
         while folder != self.root and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()

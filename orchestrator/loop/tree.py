@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from orchestrator.git.index_flags import hidden_from_status, show_to_status
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.user_files import UserFiles
 from orchestrator.recovery.recovered import Keeper, kept_event
@@ -36,7 +37,7 @@ class SubtaskTree:
         --allow-dirty): never counted, committed or restored. Returns those paths."""
         self.base = await git(self.p.repo.head)
         self.branch = self.p.repo.branch()
-        self.hidden = await git(self.p.repo.hidden_from_status)
+        self.hidden = await git(hidden_from_status, self.p.repo)
         dirty = set(await git(self.p.repo.dirty_paths))
         self.user_files = UserFiles(self.p.repo.root, dirty)
         return dirty
@@ -54,8 +55,8 @@ class SubtaskTree:
     async def unhide(self) -> list[str]:
         """Paths an attempt told git not to look at (skip-worktree, assume-unchanged), shown
         to git again, so that their edits are seen and judged; returns them."""
-        hidden = sorted(await git(self.p.repo.hidden_from_status) - self.hidden)
-        await git(self.p.repo.show_to_status, hidden)
+        hidden = sorted(await git(hidden_from_status, self.p.repo) - self.hidden)
+        await git(show_to_status, self.p.repo, hidden)
         return hidden
 
     async def fold_commits(self) -> list[str]:
@@ -75,8 +76,10 @@ class SubtaskTree:
     async def apply(self, patch: str) -> None:
         await git(self.p.repo.apply_snapshot, patch)
 
-    async def commit(self, paths: list[str], message: str, before_ref: Callable[[str, str], None]) -> str:
-        return await git(functools.partial(self.p.repo.commit, paths, message, before_ref=before_ref))
+    async def commit(self, paths: list[str], message: str, before_ref: Callable[[str, str], None],
+                     judged: str | None = None) -> str:
+        """Commit `paths`; `judged`: the tree the checks passed, which is what is committed."""
+        return await git(functools.partial(self.p.repo.commit, paths, message, before_ref=before_ref, judged=judged))
 
     def keep(self, paths: list[str]) -> None:
         """Before `paths` are overwritten: the bytes nothing else holds, kept."""
