@@ -26,9 +26,11 @@ IDENTITY = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER")
 
 
 def project_config(model: str, memory: bool, acceptance: Path, *, temperature: float | None,
-                   verify_timeout_s: float, model_timeout_s: float,
+                   verify_timeout_s: float, model_timeout_s: float, repo: Path,
                    max_output_tokens: int | None = None) -> dict[str, Any]:
-    tests = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider tests {shlex.quote(str(acceptance))}"
+    board = shlex.quote(str(repo / ".openagents" / "tasks.jsonl"))  # the live backlog: the checks run in an export
+    tests = (f"BOOKSHOP_BOARD={board} {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider tests "
+             f"{shlex.quote(str(acceptance))}")
     return {
         "projectId": "bookshop",
         "defaultBranch": "main",

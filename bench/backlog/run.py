@@ -105,7 +105,7 @@ async def run_benchmark(args: argparse.Namespace, work: Path) -> tuple[str, dict
     for mode in dict.fromkeys(m.strip() for m in args.modes.split(",") if m.strip()):
         config = project_config(model, MODES[mode], acceptance, temperature=args.temperature,
                                 verify_timeout_s=args.verify_timeout, model_timeout_s=args.model_timeout,
-                                max_output_tokens=args.max_output_tokens)
+                                repo=work / mode, max_output_tokens=args.max_output_tokens)
         repo = build_repo(work / mode, config, args.limit)
         stopped = await run_mode(repo, model)
         by_mode[mode] = read_repo(repo)
