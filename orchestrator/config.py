@@ -191,12 +191,16 @@ class RetryConfig(_ConfigModel):
     """Retry intelligence: spend retries only where reflection can help."""
 
     preflight: bool = True  # run the checks once before any model call for a task
-    flaky_reruns: int = Field(default=1, ge=0)  # reruns of a failing check before believing it
+    # Reruns of the old tests when only tests that passed before the task fail: the attempt
+    # is flaky, not wrong, when every rerun passes (one pass could be the attempt's own chance).
+    flaky_reruns: int = Field(default=2, ge=0)
     route_by_failure: bool = True  # environment: escalate; timeout: the time limit named
     stop_on_plateau: bool = True
     stop_on_oscillation: bool = True
     rollback_regressions: bool = True  # a worse attempt goes back to the best tree
-    test_integrity: bool = True  # reject attempts that edit tests or add skip markers
+    # The old tests run with the base's copies of the tests and the runner's configuration,
+    # whatever an attempt did to them (orchestrator/judging/); false: with the attempt's own.
+    test_integrity: bool = True
     # A retry that returns an earlier failed attempt's code is asked once more, at a higher
     # temperature, before it counts; it is never verified again.
     reask_repeats: bool = True
@@ -243,6 +247,10 @@ class ChecksConfig(_ConfigModel):
     # Failing tests the user waived. goldenloop waives nothing on its own: a test that
     # fails after an attempt keeps the task open unless it is listed here.
     known_failures: list[KnownFailure] = Field(default_factory=list)
+    # Commands run in the judge's tree (a clean export of the commit) after each checkout,
+    # before the checks: what a project needs there that worktree.link and worktree.copy
+    # cannot give (a build step, generated files). Each runs under timeouts.verifySeconds.
+    setup: list[str] = Field(default_factory=list)
 
     @field_validator("known_failures", mode="before")
     @classmethod

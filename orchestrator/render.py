@@ -117,10 +117,14 @@ class HumanLines:
         failing, waived = e.get("failingAtBaseline") or [], set(e.get("waivedAtBaseline") or [])
         if e.get("passed"):
             return f"  preflight: checks pass before any change ({e.get('durationS')} s)"
-        to_fix = [t for t in failing if t not in waived]
+        about = e.get("aboutTask")
+        to_fix = about if about is not None else [t for t in failing if t not in waived]
+        others = [t for t in failing if t not in to_fix and t not in waived]
         line = f"  preflight: {len(failing)} test(s) already failing before any change ({e.get('durationS')} s)"
         if to_fix:
             line += f"; the task must make them pass: {_few(to_fix)}"
+        if others:
+            line += f"; not this task's, left alone: {_few(others)}"
         if waived:
             line += f"; {len(waived)} waived in checks.knownFailures"
         return line

@@ -280,3 +280,14 @@ def outcome_record(n: int, **extra: object) -> dict[str, Any]:
             "files": ["src/report.py"], "labels": [], "whatWentWrong": "The parser dropped the timezone.",
             "whatToDoDifferently": f"Keep the timezone when parsing ISO dates of report {n}.",
             "tacticalRule": "Always parse dates with their timezone.", "source": "heuristic", **extra}
+
+
+def judged_in(parts: Any, home: Path) -> dict[str, Any]:
+    """What a `SubtaskRun` built by hand needs to judge its attempts: a judge's tree under
+    `home` (the test's own folder, removed with it), against the tree of HEAD."""
+    from orchestrator.judging.export import JudgeTree
+    from orchestrator.judging.judge import Ground
+
+    home.mkdir(exist_ok=True)
+    tree = JudgeTree(parts.repo, home=home)
+    return {"ground": Ground.of(parts.repo, tree, parts.config), "base_tree": parts.repo.tree_of("HEAD"), "final": True}

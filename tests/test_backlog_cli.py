@@ -171,9 +171,11 @@ def test_do_one_task_on_a_blocked_task_says_why_and_how_to_reopen_it(git_repo, c
 
     assert do_one_task(repo, "--task", "T-1") == 3
     err = capsys.readouterr().err
-    assert err.startswith("do-one-task: task T-1 is blocked (subtask T-1.1 stopped (max_retries) after 2 attempt(s)")
-    assert err.endswith("see .openagents/escalations/T-1.md); goldenloop reopen T-1 lets it run again "
-                        "(with --forget it starts afresh)\n") and err.count("\n") == 1
+    assert err.startswith("do-one-task: task T-1 is blocked: 1 test(s) this task is about still fail, so it is "
+                          "not done: test_calc.py::test_add_negative; `goldenloop reopen T-1` tries again")
+    assert err.endswith("subtask T-1.1 stopped (max_retries) after 2 attempt(s) "
+                        "(see .openagents/escalations/T-1.md)\n")
+    assert err.count("\n") == 1
     assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
 
 

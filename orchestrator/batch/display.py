@@ -73,9 +73,6 @@ class LiveDisplay(AbstractContextManager):
                 self.done += 1
             elif kind == "task_blocked":
                 self.blocked += 1
-        elif kind == "task_again":  # blocked by failures another task was fixing: it runs again
-            self.blocked -= 1
-            self.last = f"{task}: runs again on the new base"
         elif kind in ("merge_conflict", "combined_checks_failed"):  # closed in its worktree, then blocked
             self.done, self.blocked = self.done - 1, self.blocked + 1
             what = "merge conflict" if kind == "merge_conflict" else "checks fail with the tasks landed since"
@@ -121,9 +118,6 @@ class OvernightLines(HumanLines):
 
     def _merge_conflict(self, e: Event) -> str:
         return f"  blocked {e.get('taskId')} after all: merge conflict: {e.get('reason')}"
-
-    def _task_again(self, e: Event) -> str:
-        return f"  {e.get('taskId')} runs again: {e.get('reason')}"
 
     def _combined_checks_failed(self, e: Event) -> str:
         return f"  blocked {e.get('taskId')} after all: {e.get('reason')}"

@@ -34,9 +34,9 @@ from orchestrator.batch.progress import write_progress
 from orchestrator.batch.summary import RepoReport
 from orchestrator.batch.worktree import Landing, MergeConflict, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
-from orchestrator.checks.combined import combined_failure, combined_reason
 from orchestrator.checks.convergence import StopReason
 from orchestrator.git.repo import Repo
+from orchestrator.judging.combined import combined_failure, combined_reason
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.recovery import landing
@@ -102,7 +102,6 @@ class RepoRun:
         self.worktrees = Worktrees(session.project_dir, link=w.link, copy=w.copy_) if parallel > 1 else None
         self.trees: list[Worktree] = []  # every worker's, removed when the run ends
         self.main_lock = threading.Lock()  # the workers may run on event loops of their own
-        self.again: set[str] = set()  # tasks run once more after others landed (`maybe_again`)
 
     # -- budgets --------------------------------------------------------------------
 
@@ -256,23 +255,7 @@ class RepoRun:
             await self.integrate(task, tree, outcome)
         else:
             landing.landed(self.session.project_dir, task.id)
-            self.maybe_again(task, outcome, base)
         return outcome
-
-    def maybe_again(self, task: Task, outcome: TaskOutcome, base: str) -> None:
-        """A task blocked only by tests that failed when it started runs once more when other
-        tasks landed meanwhile: one of them may have been fixing those very tests."""
-        if not outcome.only_before or task.id in self.again or self.session.repo.head() == base:
-            return
-        self.again.add(task.id)
-        self.session.board.reopen(task.id)
-        outcome.status = "again"
-        reason = (f"the tests that failed when it started ({', '.join(outcome.only_before)}) may have been fixed by "
-                  "the tasks that landed since: it runs again on the base branch as it is now")
-        self.session.runlog.event("task_again", taskId=task.id, reason=reason)  # type: ignore[union-attr]
-        with self.claims:  # the next claim counts it again
-            self.started -= 1
-            self.budget.started_tasks -= 1
 
     def add_worktree(self, name: str) -> Worktree:
         assert self.worktrees is not None
@@ -306,7 +289,7 @@ class RepoRun:
         while True:
             try:
                 onto = await self.on_main(self.worktrees.onto_tip, tree)
-                failed = await self.checks_on_top(task, tree, onto) if onto.moved else None
+                failed = await self.checks_on_top(task, tree, onto, outcome) if onto.moved else None
                 if failed:
                     await anyio.to_thread.run_sync(self.worktrees.keep, tree, onto.head)
                     return self.block_landing(task, tree, outcome, failed, "combined_checks_failed")
@@ -320,16 +303,17 @@ class RepoRun:
         self.session.board.update(task.id, commits=commits)
         landing.landed(root, task.id)
 
-    async def checks_on_top(self, task: Task, tree: Worktree, onto: Landing) -> str | None:
+    async def checks_on_top(self, task: Task, tree: Worktree, onto: Landing, outcome: TaskOutcome) -> str | None:
         """Why the checks fail on the task's commits on top of the tasks that landed since it
         started (`orchestrator.checks.combined`); None when they pass."""
         assert self.worktrees is not None
-        await anyio.to_thread.run_sync(self.worktrees.check_out, tree, onto.head)
-        verdict = await combined_failure(tree.path, self.session.project_dir, task, self.session.config)
-        if verdict is None:
+        session = self.session
+        run = await combined_failure(session.repo, session.wiring.judges, session.config, onto.head,
+                                     project_dir=session.project_dir, task_id=task.id, allowed=outcome.others)
+        if run is None:
             return None
         branch = self.worktrees.branch_name()
-        return (combined_reason(verdict, branch, tree.branch)
+        return (combined_reason(run, branch, tree.branch, outcome.others)
                 + f", and `goldenloop reopen {task.id}` runs it again on {branch} as it is now")
 
     def block_landing(self, task: Task, tree: Worktree, outcome: TaskOutcome, reason: str, event: str) -> None:
@@ -344,8 +328,6 @@ class RepoRun:
             self._record(outcome)
 
     def _record(self, outcome: TaskOutcome) -> None:
-        if outcome.status == "again":  # its next run says how it ends
-            return
         self.report.outcomes.append(outcome)
         self.infra_failures = self.infra_failures + 1 if outcome.status == "model_unavailable" else 0
         self.environment_failures = same_environment_failure(self.environment_failures, outcome)

@@ -151,12 +151,14 @@ def _table(outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | None],
         commits = " ".join(f"<code>{_e(c[:10])}</code>" for c in o.commits) or "—"
         worker = f"<td>{_e(workers[n])}</td>" if workers is not None else ""
         rows.append(f"<tr><td>{_e(o.task_id)}</td><td>{_e(story.title if story else '')}</td>{worker}"
-                    f"<td>{_tag(o.status)}</td><td>{o.attempts}</td><td>{o.reflections}</td><td>{commits}</td>"
+                    f"<td>{_tag(o.status)}</td><td>{_e(verdict_cell(o.verdict))}</td><td>{o.attempts}</td>"
+                    f"<td>{o.reflections}</td><td>{commits}</td>"
                     f"<td>{_e(o.meter.cost_text())}</td><td>{o.duration_s:.1f} s</td></tr>")
     if not rows:
         return "<p class=muted>No task ran.</p>"
     return ("<table><tr><th>task</th><th>title</th>" + ("<th>worker</th>" if workers is not None else "")
-            + "<th>outcome</th><th>attempts</th><th>reflections</th><th>commits</th><th>cost</th><th>time</th></tr>"
+            + "<th>outcome</th><th>verdict</th><th>attempts</th><th>reflections</th><th>commits</th><th>cost</th>"
+              "<th>time</th></tr>"
             + "".join(rows) + "</table>")
 
 
@@ -193,11 +195,25 @@ def _timeline(outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | Non
 
 def _details(o: TaskOutcome, story: TaskStory | None) -> str:
     lines = "".join(f"<li>{_e(line)}</li>" for line in (story.lines if story else []))
-    reason = f"<p>{_e(o.reason)}</p>" if o.status != "closed" and o.reason else ""
+    reason = f"<p>{_e(o.reason)}</p>" if o.reason else ""  # a closed task's says what still fails
     packet = f"<p class=muted>escalation packet: <code>{_e(str(o.escalation))}</code></p>" if o.escalation else ""
     opened = "" if o.status == "closed" else " open"  # what needs a human in the morning is shown unfolded
     return (f"<details{opened}><summary>{_e(o.task_id)} {_tag(o.status)}</summary>{reason}<ul>{lines}</ul>"
             f"{packet}</details>")
+
+
+def verdict_cell(parts: dict | None) -> str:
+    """A closing verdict in a table cell: `pass-to-pass 11 · fail-to-pass 2 · 1 still failing, not its own`."""
+    if not parts:
+        return "—"
+    words = [f"pass-to-pass {parts.get('passToPass', 0)}"]
+    shown = parts.get("failToPass") or []
+    words.append(f"fail-to-pass {len(shown)}" if shown else "no test shows the change"
+                 if parts.get("proof") in ("missing", "not reported") else "")
+    still = parts.get("stillFailing") or []
+    if still:
+        words.append(f"{len(still)} still failing, not its own")
+    return " · ".join(word for word in words if word)
 
 
 def _tag(status: str) -> str:

@@ -35,6 +35,7 @@ class RepoReport:
                     "taskId": o.task_id,
                     "outcome": o.status,
                     "reason": o.reason,
+                    "verdict": o.verdict,  # pass-to-pass, fail-to-pass, the tests named (judging/verdict.py)
                     "attempts": o.attempts,
                     "reflections": o.reflections,
                     "commits": o.commits,

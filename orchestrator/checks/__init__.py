@@ -1,6 +1,7 @@
-"""Judging an attempt: running the checks and reading the verdict, the baseline before any
-model call, environment failures, flaky reruns, test integrity and when to stop retrying
-(the chapters of docs/RETRY_INTELLIGENCE.md)."""
+"""The checks and what is read from them: running the commands, the baseline before any
+model call, environment failures, the user's waivers, the review and when to stop
+retrying (the chapters of docs/RETRY_INTELLIGENCE.md). The judge that makes an attempt's
+verdict from them is `orchestrator.judging`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from reflection.exports import lazy_exports
 
 if TYPE_CHECKING:
     from orchestrator.checks.convergence import ProgressTracker, StopReason
-    from orchestrator.checks.judge import Judge, Judgement
     from orchestrator.checks.preflight import Baseline, preflight
     from orchestrator.checks.review import Review, ReviewGate
     from orchestrator.checks.settings import CheckSettings
@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 
 _HOMES = {
     **dict.fromkeys(("ProgressTracker", "StopReason"), "orchestrator.checks.convergence"),
-    **dict.fromkeys(("Judge", "Judgement"), "orchestrator.checks.judge"),
     **dict.fromkeys(("Baseline", "preflight"), "orchestrator.checks.preflight"),
     **dict.fromkeys(("Review", "ReviewGate"), "orchestrator.checks.review"),
     "CheckSettings": "orchestrator.checks.settings",
@@ -27,5 +26,5 @@ _HOMES = {
 
 __getattr__ = lazy_exports(__name__, _HOMES)
 
-__all__ = ["Baseline", "CheckSettings", "Judge", "Judgement", "ProgressTracker", "Review", "ReviewGate",
-           "StopReason", "Verdict", "preflight", "run_command", "verify"]
+__all__ = ["Baseline", "CheckSettings", "ProgressTracker", "Review", "ReviewGate", "StopReason", "Verdict",
+           "preflight", "run_command", "verify"]

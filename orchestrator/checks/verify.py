@@ -19,7 +19,7 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import anyio
@@ -432,10 +432,11 @@ def _add(total: int | None, value: int | None) -> int | None:
     return value if total is None else total + value
 
 
-async def verify(cwd: Path, checks: CheckSettings) -> Verdict:
+async def verify(cwd: Path, checks: CheckSettings, env: Mapping[str, str] | None = None) -> Verdict:
     """Run typecheck commands, then test commands, stopping at the first failing step.
 
     The timeout applies to each command. With no commands at all the verdict is passed.
+    `env` replaces the inherited environment of every command when given.
     Each command's output is redacted as it is read: every summary, digest, reflection and
     prompt is cut from it, and a secret cut in half would no longer be recognised.
     """
@@ -446,7 +447,7 @@ async def verify(cwd: Path, checks: CheckSettings) -> Verdict:
     failed_count: int | None = None
     for kind, command in checks.steps:
         step = await run_command(
-            command, cwd, timeout_s=timeout_s, kind=kind, output_cap_bytes=checks.output_cap_bytes
+            command, cwd, timeout_s=timeout_s, kind=kind, output_cap_bytes=checks.output_cap_bytes, env=env
         )
         step = step.model_copy(update={"output": redact(step.output)})
         steps.append(step)
@@ -477,3 +478,22 @@ async def verify(cwd: Path, checks: CheckSettings) -> Verdict:
         tests_failed=failed_count,
         duration_s=time.monotonic() - started_at,
     )
+
+
+def combine(verdicts: list[Verdict], duration_s: float) -> Verdict:
+    """One verdict over the steps of several; the first failing one gives its type and digest."""
+    first_failure = next((v for v in verdicts if not v.passed), None)
+    return Verdict(
+        passed=first_failure is None,
+        failure_type=first_failure.failure_type if first_failure else None,
+        digest=first_failure.digest if first_failure else None,
+        steps=[step for v in verdicts for step in v.steps],
+        tests_passed=_total(v.tests_passed for v in verdicts),
+        tests_failed=_total(v.tests_failed for v in verdicts),
+        duration_s=duration_s,
+    )
+
+
+def _total(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

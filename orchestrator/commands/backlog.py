@@ -249,9 +249,13 @@ def _show_text(task: Task, subtasks: list[dict[str, Any]], reflections: list[dic
 
 
 def _attempt_line(attempt: dict[str, Any]) -> str:
+    from orchestrator.batch.morning_report import verdict_cell
+
     score = f"  score {attempt['score']:.2f}" if "score" in attempt else ""
     summary = _short(str(attempt.get("summary", "")), 160)
-    return f"    attempt {attempt.get('number')}: {attempt.get('outcome')}{score}  {summary}".rstrip()
+    line = f"    attempt {attempt.get('number')}: {attempt.get('outcome')}{score}  {summary}".rstrip()
+    parts = attempt.get("verdict")
+    return f"{line}\n      verdict: {verdict_cell(parts)}" if parts else line
 
 
 # -- reopen / retry -----------------------------------------------------------------------
@@ -282,10 +286,27 @@ def _reopen_locked(args: argparse.Namespace, project: Path) -> int:
     forgot = bool(args.forget) and plan.exists()
     if forgot:
         plan.unlink()  # its subtasks start fresh; the attempt history and reflections stay
+    again = before == "closed" and not forgot and _do_again(plan)
     words = f"{task.id} was {before}, now open" if before != "open" else f"{task.id} is already open"
     if args.forget:
         words += "; its subtask state is deleted" if forgot else "; it had no subtask state"
-    return _out(args, {**_brief(task), "was": before, "forgot": forgot}, lambda: words)
+    elif again:
+        words += "; its subtasks will run again against the checks"
+    return _out(args, {**_brief(task), "was": before, "forgot": forgot, "again": again}, lambda: words)
+
+
+def _do_again(path: Path) -> bool:
+    """A closed task reopened does its work again: its done subtasks go back to pending
+    (their attempts kept, so numbering goes on), so the next run never closes it unjudged."""
+    from orchestrator.loop.plan import SubtaskPlan
+
+    plan = SubtaskPlan.load(path)
+    if plan is None or not plan.subtasks:
+        return False
+    for subtask in plan.subtasks:
+        subtask.status, subtask.commit = "pending", None
+    plan.save(path)
+    return True
 
 
 # -- import -------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from typing import Any
 
 import anyio
 
-from orchestrator.checks.integrity import DEFAULT_TEST_GLOBS, is_test_path
 from orchestrator.edits import (
     EditError,
     EditFormat,
@@ -33,6 +32,7 @@ from orchestrator.edits import (
 from orchestrator.executors.base import ExecutionRequest, ExecutionResult
 from orchestrator.executors.context import RepoContext, file_section, gather_context
 from orchestrator.executors.format_choice import FormatChooser
+from orchestrator.judging.test_paths import DEFAULT_TEST_GLOBS, is_test_path
 from reflection.llm import ChatModel, ChatReply
 from reflection.redact import redact
 

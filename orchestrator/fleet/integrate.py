@@ -30,6 +30,7 @@ integrations at once could not lose a commit.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,10 +40,10 @@ import anyio
 import orjson
 
 from orchestrator.batch.worktree import BRANCH_PREFIX
-from orchestrator.checks.combined import combined_failure, combined_reason
 from orchestrator.fleet.bookkeeping import TASKS, merge_file
 from orchestrator.fleet.mirror import NETWORK_TIMEOUT_S, GitFailed, Mirrors, RepoRef, blob, failure, git, run_git
 from orchestrator.git.repo import ReplayConflict
+from orchestrator.judging.combined import combined_failure, combined_reason
 from orchestrator.layout import PREFIX, safe_name
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.session import ProjectSession
@@ -147,11 +148,14 @@ def _onto(session: ProjectSession, ref: RepoRef, mirrors: Mirrors, outcome: Task
                 git(tree, "rebase", "--abort", check=False)
                 return _conflict(session, ref, mirrors, outcome, work, tip, _merge_conflict(ref, str(exc)))
         if tip != work.start:  # others landed meanwhile: checked together before anything lands
-            failed = anyio.from_thread.run(combined_failure, tree, tree, session.board.get(outcome.task_id),
-                                           session.config)
+            on_top = git(tree, "rev-parse", "HEAD").strip()
+            failed = anyio.from_thread.run(functools.partial(
+                combined_failure, session.repo, session.wiring.judges, session.config, on_top,
+                project_dir=tree, task_id=outcome.task_id, allowed=outcome.others))
             if failed is not None:
                 return _conflict(session, ref, mirrors, outcome, work, tip,
-                                 lambda branch: combined_reason(failed, ref.branch, f"{branch} of the remote"))
+                                 lambda branch: combined_reason(failed, ref.branch, f"{branch} of the remote",
+                                                                outcome.others))
     else:
         git(tree, "reset", "--quiet", "--hard", tip)
     rebased = git(tree, "rev-list", "--reverse", f"{tip}..HEAD").split()

@@ -10,9 +10,9 @@ import dataclasses
 from typing import NoReturn
 
 from orchestrator.checks.convergence import AttemptScore, Decision, StopReason
-from orchestrator.checks.judge import Judgement
 from orchestrator.checks.verify import Verdict
 from orchestrator.executors import ExecutionResult
+from orchestrator.judging.judgement import Judgement
 from orchestrator.loop.attempt import Attempt, Escalate, Retry
 from orchestrator.loop.escalation import AttemptSnapshot
 from orchestrator.loop.prompt import LastAttempt
@@ -33,7 +33,7 @@ async def fail(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
     stop = _stop_reason(s, judged, decision)
     # retry.fresh: samples told nothing, so nothing to reflect for them
     reflection_id = None if fresh(s) else await reflect_on_verdict(s, verdict, judged, a.diff)
-    s.record(a, judged.outcome, judged.summary, verdict, reflection_id, executed=executed)
+    s.record(a, judged.outcome, judged.summary, verdict, reflection_id, executed=executed, judged=judged)
     if stop is not None:
         raise Escalate(stop)
     if fresh(s) and a.number < s.max_attempts:
@@ -64,11 +64,28 @@ async def _progress(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judge
         s.earlier.tree_failed(n, a.patch if a.patch is not None else await s.tree.snapshot())
     if judged.escalate:
         return None
-    attempt = AttemptScore.from_verdict(n, verdict)
+    attempt = judged_score(n, verdict, judged)
     if judged.outcome in ("integrity", "no_change"):
         attempt = AttemptScore(n, 0.0, signature=judged.outcome)
     s.earlier.scores[n] = attempt
     return s.track(attempt, always_log=False)
+
+
+def judged_score(number: int, verdict: Verdict, judged: Judgement) -> AttemptScore:
+    """The attempt as the tracker sees it: the checks' score, or, where the judge's parts
+    say more (a run that passed with a test that shows nothing, a commit's copy of the
+    tests that skips them), the share of the judged tests it got right; never a pass."""
+    scored = AttemptScore.from_verdict(number, verdict)
+    parts = judged.parts
+    if parts is None or judged.passed or not parts.ids:
+        return dataclasses.replace(scored, passed=scored.passed and judged.passed)
+    wrong = (*parts.broken, *parts.lost, *parts.own, *parts.left)
+    good = parts.kept + len(parts.shown) - len(parts.lost)
+    bad = len(wrong) + (1 if parts.proof == "missing" else 0)
+    score = max(good, 0) / (max(good, 0) + bad) if bad else scored.score
+    return dataclasses.replace(scored, score=min(score, 1.0), passed=False,
+                               failing=frozenset(wrong) or scored.failing,
+                               signature=scored.signature or f"judged: {' '.join(sorted(wrong)) or parts.proof}")
 
 
 def _stop_reason(s: SubtaskState, judged: Judgement, decision: Decision | None) -> StopReason | None:

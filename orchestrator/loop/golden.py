@@ -12,10 +12,17 @@ is an event in the `RunLog`.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
 
 from orchestrator.checks.convergence import StopReason
-from orchestrator.checks.preflight import Baseline, preflight
+from orchestrator.checks.preflight import Baseline
 from orchestrator.checks.waivers import Waivers
+from orchestrator.judging.about import about
+from orchestrator.judging.export import JudgeTree, JudgeTrees
+from orchestrator.judging.judge import Ground, judge_base
 from orchestrator.loop.decompose import decompose, is_small
 from orchestrator.loop.learn import notes_for, reflect_on_task
 from orchestrator.loop.outcome import SubtaskResult, TaskOutcome
@@ -52,40 +59,81 @@ class GoldenLoop:
         p = self.p
         p.board.claim(task.id)
         p.runlog.event("task_started", taskId=task.id, title=task.title)
-        baseline = await self._preflight(task)
-        if isinstance(baseline, TaskOutcome):
-            return self._finish(baseline, [], started)
+        with self._judges() as tree:
+            ground = Ground.of(p.repo, tree, p.config)
+            base = await anyio.to_thread.run_sync(p.repo.tree_of, p.repo.head())
+            baseline = await self._preflight(task, ground, base)
+            if isinstance(baseline, TaskOutcome):
+                return self._finish(baseline, [], started)
+            plan = await self._plan(task)
+            self._again_if_not_done(task, plan, baseline)
+            outcome, commits = await self._subtasks(task, plan, ground, baseline, base)
+        await remember_task(p, task, plan, outcome)
+        promote_rules_of(p, task)
+        return self._finish(outcome, commits, started)
+
+    @contextmanager
+    def _judges(self) -> Iterator[JudgeTree]:
+        """The judge's tree of this task: leased from the run's, or (a loop built without a
+        session, a library user's) one of its own, removed when the task ends."""
+        if self.p.judges is not None:
+            with self.p.judges.lease() as tree:
+                yield tree
+            return
+        own = JudgeTrees(self.p.repo)
+        try:
+            with own.lease() as tree:
+                yield tree
+        finally:
+            own.close()
+
+    async def _subtasks(self, task: Task, plan: SubtaskPlan, ground: Ground, baseline: Baseline | None,
+                        base: str) -> tuple[TaskOutcome, list[str]]:
+        p = self.p
         signatures = [baseline.verdict.digest.signature] if baseline and baseline.verdict.digest else []
-        plan = await self._plan(task)
         commits: list[str] = [s.commit for s in plan.subtasks if s.commit]
-        outcome = None
-        waived: dict[str, None] = {}  # known failures still failing when a subtask passed, in order
         notes = notes_for(p, task)
         ran = self.attempts  # this task's attempts are the ones counted from here
+        last: SubtaskResult | None = None
         for subtask in plan.subtasks:
             if subtask.status == "done":
                 continue
-            run = SubtaskRun(p, task, plan, subtask, baseline, notes=notes, signatures=signatures)
+            final = all(other.status == "done" for other in plan.subtasks if other is not subtask)
+            run = SubtaskRun(p, task, plan, subtask, baseline, notes=notes, signatures=signatures,
+                             ground=ground, base_tree=base, final=final)
             result = await run.run()
             self.attempts += run.attempt
             self.reflections += run.reflections
             if result.end != "passed":
-                outcome = self._stop(task, result)
-                break
+                return self._stop(task, result), commits
             if result.commit:
                 commits.append(result.commit)
-            waived |= dict.fromkeys(result.waived)
-        if outcome is None:
-            reason = f"all {len(plan.subtasks)} subtask(s) passed verification"
-            if waived:  # the user's waiver, said wherever the task's end is shown
-                reason += f", apart from known failures waived in checks.knownFailures: {', '.join(waived)}"
-            p.board.close(task.id, reason, commits)
-            p.runlog.event("task_closed", taskId=task.id, commits=commits, reason=reason)
-            outcome = TaskOutcome(task.id, "closed", reason, stop_reason=StopReason.PASSED)
-            await reflect_on_task(p, task, commits, attempts=self.attempts - ran)
-        await remember_task(p, task, plan, outcome)
-        promote_rules_of(p, task)
-        return self._finish(outcome, commits, started)
+            last = result
+        reason = f"all {len(plan.subtasks)} subtask(s) passed verification"
+        if last is not None and last.verdict is not None:
+            reason += f" ({last.verdict})"
+        if last is not None and last.waived:  # the user's waiver, said wherever the task's end is shown
+            reason += f", apart from known failures waived in checks.knownFailures: {', '.join(last.waived)}"
+        p.board.close(task.id, redact(reason), commits)
+        p.runlog.event("task_closed", taskId=task.id, commits=commits, reason=reason,
+                       verdict=last.parts if last is not None else None)
+        outcome = TaskOutcome(task.id, "closed", reason, stop_reason=StopReason.PASSED,
+                              verdict=last.parts if last is not None else None,
+                              others=last.others if last is not None else ())
+        await reflect_on_task(p, task, commits, attempts=self.attempts - ran)
+        return outcome, commits
+
+    def _again_if_not_done(self, task: Task, plan: SubtaskPlan, baseline: Baseline | None) -> None:
+        """A plan whose subtasks are all done, resumed while a test the task is about still
+        fails (a reopen after the user unwaived it): its last subtask runs again. A task is
+        never closed with 0 attempts on a base whose own run says it is not done."""
+        if not plan.subtasks or any(s.status != "done" for s in plan.subtasks) or baseline is None:
+            return
+        topic = about(task_text(task), task.type, baseline.failing_tests, waivers=Waivers.of(
+            self.p.config.checks_config.known_failures))
+        if topic.tests:
+            plan.subtasks[-1].status = "pending"
+            self.p.runlog.event("plan_not_done", taskId=task.id, failing=sorted(topic.tests)[:20])
 
     def _finish(self, outcome: TaskOutcome, commits: list[str], started: float) -> TaskOutcome:
         outcome.commits = commits
@@ -93,27 +141,32 @@ class GoldenLoop:
         outcome.meter, outcome.duration_s = self.p.meter, time.monotonic() - started
         return outcome
 
-    async def _preflight(self, task: Task) -> Baseline | TaskOutcome | None:
-        """Run the checks once before any model call; a broken environment blocks the task."""
+    async def _preflight(self, task: Task, ground: Ground, base: str) -> Baseline | TaskOutcome | None:
+        """Run the checks on the task's base once, before any model call (in the judge's
+        tree, on the commit: what every verdict compares with); a broken environment
+        blocks the task."""
         p, c = self.p, self.p.config
         if not (c.retry.preflight and c.checks.any):
             return None
         early = EarlySessions(p.project_dir, task.id)  # a kill now must not leave the checks running
         recording = session_started.set(early.add)
         try:
-            baseline = await preflight(p.repo.root, c.checks, task_text=task_text(task))
+            baseline = await judge_base(ground, base, task_text(task))
         finally:
             session_started.reset(recording)
             early.end()
         failing = sorted(baseline.failing_tests)
-        waived = Waivers.of(c.checks_config.known_failures).waived(failing)
+        topic = about(task_text(task), task.type, failing, waivers=ground.waivers)
         p.runlog.event(
             "preflight",
             taskId=task.id,
             passed=baseline.verdict.passed,
             failingAtBaseline=failing,
-            waivedAtBaseline=waived,
+            waivedAtBaseline=ground.waivers.waived(failing),
+            aboutTask=sorted(topic.tests),
+            aboutRule=topic.rule,
             complete=baseline.complete,
+            testIds=baseline.reported,
             environmentError=baseline.environment_error,
             durationS=round(baseline.duration_s, 3),
         )
@@ -162,7 +215,7 @@ class GoldenLoop:
             p.board.block(task.id, redact(result.reason))  # tasks.jsonl is shared: no secrets
             p.runlog.event("task_blocked", taskId=task.id, reason=result.reason, convergence=result.stop_reason)
             return TaskOutcome(task.id, "blocked", result.reason, escalation=result.escalation,
-                               stop_reason=result.stop_reason, only_before=result.only_before)
+                               stop_reason=result.stop_reason, only_before=result.only_before, verdict=result.parts)
         p.board.reopen(task.id)
         p.runlog.event("task_reopened", taskId=task.id, reason=result.reason, convergence=result.stop_reason)
         status = "budget" if result.end == "budget" else "model_unavailable"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from orchestrator.checks.convergence import StopReason
 from reflection.meter import Meter
@@ -12,7 +12,7 @@ from reflection.meter import Meter
 # closed: every subtask passed; blocked: escalated to a human; model_unavailable and
 # budget: stopped without blame, the task back to open; interrupted: a signal or the
 # run's time budget stopped it, the task back to open.
-TaskStatus = Literal["closed", "blocked", "model_unavailable", "budget", "interrupted", "again"]
+TaskStatus = Literal["closed", "blocked", "model_unavailable", "budget", "interrupted"]
 SubtaskEnd = Literal["passed", "escalated", "model_unavailable", "budget"]
 
 
@@ -29,6 +29,8 @@ class TaskOutcome:
     escalation: Path | None = None
     stop_reason: StopReason | None = None  # why the last subtask's attempts stopped
     only_before: tuple[str, ...] = ()  # blocked only by tests that failed before it started
+    verdict: dict[str, Any] | None = None  # the last verdict's parts (judging/verdict.py): what closed it
+    others: tuple[str, ...] = ()  # tests failing at its base, not its own, still failing when it closed
 
 
 @dataclass
@@ -40,3 +42,6 @@ class SubtaskResult:
     stop_reason: StopReason | None = None
     waived: tuple[str, ...] = ()  # known failures the user waived that still failed when it passed
     only_before: tuple[str, ...] = ()  # escalated with only tests failing that failed before the task
+    verdict: str | None = None  # the passing verdict's parts, in one line
+    parts: dict[str, Any] | None = None  # and as data
+    others: tuple[str, ...] = ()  # tests failing at the base, not the task's, still failing then

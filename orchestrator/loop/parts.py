@@ -20,6 +20,7 @@ from reflection.task_reflector import TaskReflector
 
 if TYPE_CHECKING:
     from orchestrator.checks.review import ReviewGate
+    from orchestrator.judging.export import JudgeTrees
     from orchestrator.loop.project_memory import ProjectMemory
 
 
@@ -43,6 +44,8 @@ class LoopParts:
     memory: ProjectMemory | None = None
     # Scores a passing attempt before it is committed (review.enabled); None: off.
     review: ReviewGate | None = None
+    # Where verdicts are made: the run's judge's trees, one leased per task (orchestrator/judging/).
+    judges: JudgeTrees | None = None
 
     @property
     def layout(self) -> Layout:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import Field, ValidationError
 
-from orchestrator.checks.judge import JudgedOutcome
+from orchestrator.judging.judgement import JudgedOutcome
 from orchestrator.layout import Layout
 from orchestrator.tasks import Task
 from reflection.fileio import atomic_write
@@ -52,6 +52,7 @@ class AttemptRecord(CamelModel):
     duration_s: float | None = None
     format_asked: str | None = None  # the edit format the model was asked for
     format_received: str | None = None  # the shape of its reply (whole, search-replace, ...)
+    verdict: dict[str, Any] | None = None  # its verdict's parts: pass-to-pass, fail-to-pass, the tests named
 
 
 class Subtask(CamelModel):

@@ -102,17 +102,21 @@ def checks_block(commands: Sequence[str]) -> str:
 LISTED = 10  # test ids named in one line
 
 
-def baseline_block(failing: Sequence[str], waived: Sequence[str]) -> str:
-    """What failed before any change: the task must leave it passing, unless the user waived it."""
-    if not (failing or waived):
-        return ""
-    lines = ["## Tests failing before any change"]
-    if failing:
-        lines += [f"These tests fail on the repository as it is now: {_listed(failing)}.",
-                  "The task is done only when they pass (the project has not waived them as known failures)."]
-    if waived:
-        lines.append(f"Known failures the user waived (they need not pass; leave them alone): {_listed(waived)}.")
-    return "\n".join(lines)
+def baseline_block(about: Sequence[str], others: Sequence[str], *, proof: bool = False) -> str:
+    """What failed before any change: the tests the task must make pass, the ones it must
+    leave alone, and (for a bug or a feature) that a test must show the change."""
+    lines = []
+    if about:
+        lines += [f"These tests fail on the repository as it is now, and the task is about them: {_listed(about)}.",
+                  "The task is done only when they pass."]
+    if others:
+        lines.append(f"These fail too and are not this task's (leave them alone): {_listed(others)}.")
+    if proof and not about:
+        lines.append("The task is done only when a test shows the change: add a test that fails before your "
+                     "change and passes after it.")
+    if lines:
+        lines.append("The tests that existed before the task are run as they were then, whatever you change in them.")
+    return "\n".join(["## Tests before any change", *lines]) if lines else ""
 
 
 def _listed(tests: Sequence[str]) -> str:

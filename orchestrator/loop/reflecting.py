@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.checks.judge import Judgement
 from orchestrator.checks.verify import Verdict
 from orchestrator.executors import ExecutionResult
+from orchestrator.judging.about import needs_proof
+from orchestrator.judging.judgement import Judgement
 from orchestrator.loop.prompt import LastAttempt, attempt_prompt, baseline_block, checks_block
 from orchestrator.loop.state import SubtaskState
 from reflection.schema import FailureContext, FailureStage, FailureType, Reflection
@@ -24,13 +25,14 @@ async def reflect_on_verdict(s: SubtaskState, verdict: Verdict, judged: Judgemen
     else the judge's own reason (tests weakened, config changed, nothing changed)."""
     digest = verdict.digest
     stage = _JUDGED_STAGES.get(judged.outcome, "verify")
-    if stage != "verify" or digest is None:
-        return await reflect_on(s, stage, judged.failure or judged.summary, diff=diff,
-                                failure_type=verdict.failure_type if stage == "verify" else None)
+    if stage != "verify" or digest is None:  # the checks passed, the judge did not: no test shows the change
+        kind = (verdict.failure_type or FailureType.TEST_FAILURE) if stage == "verify" else None
+        return await reflect_on(s, stage, judged.failure or judged.summary, diff=diff, failure_type=kind)
     return await reflect(
         s, failure_type=verdict.failure_type, digest=judged.failure or digest.text,
         error_signature=digest.signature, failing_tests=list(judged.failing_tests),
-        first_error=judged.first_error, preexisting_tests=list(judged.waived), diff=diff,
+        first_error=judged.first_error, diff=diff,
+        preexisting_tests=list(judged.parts.others if judged.parts else judged.waived),
         previous_signature=s.previous_signature,
     )
 
@@ -97,8 +99,10 @@ def prompt_for(s: SubtaskState, last: LastAttempt | None) -> str:
     memory = s.p.memory
     checks = "" if c.executor.kind == "builtin" else checks_block(  # an agent finds its own way: say the goal
         [*c.typecheck_commands, *c.test_commands])
-    failing = sorted(s.baseline.failing_tests) if s.baseline else []
-    before = baseline_block([t for t in failing if not s.waivers.entry_for(t)], s.waivers.waived(failing))
+    failing = sorted(s.baseline.failing_tests) if s.baseline else []  # the preflight's: the same every attempt
+    about = s.judge.about().tests if s.baseline else frozenset()
+    before = baseline_block(sorted(about), [t for t in failing if t not in about],
+                            proof=s.judge.final and needs_proof(s.task.type))
     checks = "\n\n".join(part for part in (checks, before) if part)
     return attempt_prompt(s.task, s.plan, s.subtask, last=last, reflections=block, notes=s.notes,
                           checks=checks,

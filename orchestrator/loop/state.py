@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.checks.convergence import AttemptScore, Decision, ProgressTracker
-from orchestrator.checks.judge import PASSING_OUTCOMES, Judge, Judgement
 from orchestrator.checks.preflight import Baseline
 from orchestrator.checks.verify import Verdict
 from orchestrator.checks.waivers import Waivers
 from orchestrator.config import RetryConfig
 from orchestrator.executors import ExecutionResult
+from orchestrator.judging.judge import Ground, Judge
+from orchestrator.judging.judgement import PASSING_OUTCOMES, Judgement
 from orchestrator.loop.attempt import Attempt
 from orchestrator.loop.attempt_history import attempt_version, write_attempt
 from orchestrator.loop.escalation import AttemptSnapshot
@@ -62,7 +63,8 @@ class Earlier:
 
 class SubtaskState:
     def __init__(self, parts: LoopParts, task: Task, plan: SubtaskPlan, subtask: Subtask,
-                 baseline: Baseline | None, *, notes: str = "", signatures: Sequence[str] = ()) -> None:
+                 baseline: Baseline | None, *, ground: Ground, base_tree: str, final: bool, notes: str = "",
+                 signatures: Sequence[str] = ()) -> None:
         self.p, self.task, self.plan, self.subtask = parts, task, plan, subtask
         self.notes = notes  # the task's notes from earlier runs, shown before its description
         self.signatures = signatures  # of the checks failing before the task: lessons about them rank higher
@@ -71,8 +73,10 @@ class SubtaskState:
         self.max_attempts = c.reflexion.max_retries + 1
         self.baseline = baseline
         self.waivers = Waivers.of(c.checks_config.known_failures)
-        self.judge = Judge(parts.repo.root, c.checks, c.retry, baseline=baseline, waivers=self.waivers,
-                           task_text=task_text(task), about_tests=subtask.about_tests)
+        # Every verdict against the task's base, in the judge's tree (orchestrator/judging/); the
+        # task's own proof (fail-to-pass, its tests) when its last subtask ends.
+        self.judge = Judge(ground, baseline, base_tree=base_tree, task_text=task_text(task), task_type=task.type,
+                           final=final)
         self.tracker = progress_tracker(c.retry)
         # retry.strategy "tree": the search that picks each retry's starting tree (loop/search.py)
         self.search = TreeSearch(c.retry.tree_width, c.retry.tree_depth) if c.retry.strategy == "tree" else None
@@ -82,6 +86,7 @@ class SubtaskState:
         self.tree = SubtaskTree(parts, self.event)
         self.journal: Journal  # written as the subtask begins, before the first attempt
         self.judging = JudgingFiles(parts.repo.root, {})  # read as the subtask begins
+        self.linked: dict[str, tuple[int, int]] = {}  # what the checkout's linked .venv held as it began
         self.strangers: set[int] = set()  # processes already outside their session: not ours
         self.earlier = Earlier()
         self.changed: list[str] = []  # the tree's changes against the base; the next attempt's hints
@@ -106,6 +111,12 @@ class SubtaskState:
             self.event(event, attempt=self.attempt, toAttempt=attempt)
 
     @property
+    def shares_links(self) -> bool:
+        """Whether the judge's tree links paths of the checkout (`worktree.link`: a `.venv`)."""
+        judges = self.p.judges
+        return judges is not None and judges.provided is not None and bool(judges.provided.link)
+
+    @property
     def converges(self) -> bool:
         """Whether the retries are a sequence the convergence rules judge: not the tree
         search's siblings, not retry.fresh's independent samples."""
@@ -122,7 +133,8 @@ class SubtaskState:
     # -- records ------------------------------------------------------------------------
 
     def record(self, attempt: Attempt, outcome: AttemptOutcome, summary: str, verdict: Verdict | None = None,
-               reflection_id: str | None = None, *, executed: ExecutionResult | None = None) -> None:
+               reflection_id: str | None = None, *, executed: ExecutionResult | None = None,
+               judged: Judgement | None = None) -> None:
         """The attempt in the plan file and the history; did the lessons shown to it help?"""
         s = self.subtask
         digest = verdict.digest if verdict else None
@@ -139,6 +151,7 @@ class SubtaskState:
             duration_s=round(time.monotonic() - attempt.started, 3),
             format_asked=executed.format_asked if executed else None,
             format_received=executed.format_received if executed else None,
+            verdict=judged.parts.as_event() if judged is not None and judged.parts is not None else None,
         ))
         if outcome not in ("passed", "reviewed"):
             s.failure_count += 1
@@ -163,13 +176,25 @@ class SubtaskState:
 
     def log_verdict(self, verdict: Verdict, judged: Judgement) -> None:
         """The attempt's one verdict, the checks as judged: kept for later attempts, and
-        logged as every view shows it."""
+        logged as every view shows it (its parts: pass-to-pass, fail-to-pass, the tests named)."""
         self.earlier.judgements[self.attempt] = judged
         self.event("verdict", attempt=self.attempt, outcome=judged.outcome, passed=judged.passed,
                    checksPassed=verdict.passed, failureType=verdict.failure_type, summary=judged.summary,
                    waived=list(judged.waived), testsPassed=verdict.tests_passed, testsFailed=verdict.tests_failed,
                    errorSignature=verdict.digest.signature if verdict.digest else None,
-                   durationS=round(verdict.duration_s, 3), filesChanged=self.changed)
+                   durationS=round(verdict.duration_s, 3), filesChanged=self.changed,
+                   parts=judged.parts.as_event() if judged.parts is not None else None)
+
+    def best_judgement(self) -> Judgement | None:
+        """The judgement of the attempt that got furthest (the highest score, the latest of
+        equals), which a blocked task's reason names; else the last judged."""
+        judged = self.earlier.judgements
+        if not judged:
+            return None
+        scored = [n for n in judged if n in self.earlier.scores]
+        if not scored:
+            return judged[max(judged)]
+        return judged[max(scored, key=lambda n: (self.earlier.scores[n].score, n))]
 
     def save(self) -> None:
         self.plan.save(self.p.layout.plan(self.plan.task_id))

@@ -13,12 +13,15 @@ from __future__ import annotations
 import time
 from typing import NoReturn
 
+import anyio
+
 from orchestrator.budget import BudgetExceeded
 from orchestrator.checks.convergence import StopReason
-from orchestrator.checks.judge import Judgement
-from orchestrator.checks.verify import Verdict, verify
+from orchestrator.checks.verify import Verdict
 from orchestrator.executors import ExecutionRequest, ExecutionResult
 from orchestrator.git.repo import HistoryRewritten
+from orchestrator.judging.judgement import Judgement
+from orchestrator.judging.test_paths import is_test_path
 from orchestrator.loop.attempt import Attempt, Escalate, KeepBest, PutBack, Retry
 from orchestrator.loop.failure import fail, not_applied, repeated
 from orchestrator.loop.prompt import LastAttempt, focus_text, start_over
@@ -111,6 +114,7 @@ async def _same_as_failed(s: SubtaskState, a: Attempt, executed: ExecutionResult
 async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
     """What an attempt may not do, undone before anything is judged: an agent's own commits
     become changes again, the user's files and the files that judge attempts are put back."""
+    await _linked_untouched(s, a)
     unhidden = await s.tree.unhide()
     if unhidden:  # an edit git was told not to see is an edit all the same
         s.event("index_flags_cleared", attempt=a.number, paths=unhidden)
@@ -126,15 +130,35 @@ async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
         s.event("agent_commits_folded", attempt=a.number, paths=folded)
     s.changed = await s.tree.changed_files()
     await s.tree.hold(s.changed)  # its output, reproducible from now on: no undo loses it
-    # The diff costs several git calls: made when a retry, a reflection or the test
-    # integrity check (an attempt that touched test files) needs it.
-    a.diff = await s.tree.diff() if not executed.ok or s.judge.touches_tests(s.changed) else ""
+    # The diff costs several git calls: made when a retry or a reflection needs it.
+    a.diff = await s.tree.diff() if not executed.ok else ""
     touched = s.tree.user_files.keep(s.tree.keep)
     if touched:  # their edits cannot be told from the user's: never ours to keep
         await _user_files_touched(s, a, touched)
     tampered = s.judging.put_back(s.tree.keep)
     if tampered:  # the checks must stay the ones the run read, whatever the agent wrote
         await _rejected(s, a, executed, "config_tampered", tampered)
+
+
+async def _linked_untouched(s: SubtaskState, a: Attempt) -> None:
+    """The checkout's linked paths (a `.venv`) run the judge's tests too: an attempt that
+    changed them changed what judges it, and your environment, which goldenloop cannot put
+    back. The task stops with the path named."""
+    if not s.shares_links:
+        return
+    from orchestrator.git.provided import changed_between
+
+    assert s.p.judges is not None and s.p.judges.provided is not None
+    changed = changed_between(s.linked, await anyio.to_thread.run_sync(s.p.judges.provided.contents))
+    if not changed:
+        return
+    reason = (f"the attempt changed {changed[0]}{f' and {len(changed) - 1} more' if len(changed) > 1 else ''}, "
+              "which your checkout shares with the checks (worktree.link): it changes what judges the attempt and "
+              "your own environment, and goldenloop cannot put it back; check it, then `goldenloop reopen "
+              f"{s.task.id}`")
+    s.event("linked_changed", attempt=a.number, paths=changed[:20])
+    s.record(a, "integrity", reason, reflection_id=await reflect_on(s, "integrity", reason))
+    raise Escalate(StopReason.ENVIRONMENT)
 
 
 async def _rejected(s: SubtaskState, a: Attempt, executed: ExecutionResult, event: str, reason: str) -> NoReturn:
@@ -166,16 +190,15 @@ async def judge(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> tuple
         await not_applied(s, a, executed)
     if a.same_as is not None:
         await repeated(s, a, a.same_as, executed)
-    verdict = await verify(s.p.repo.root, s.p.config.checks)
-    judged = await s.judge.judge(verdict, s.changed, a.diff)
+    verdict, judged = await s.judge.judge(s.changed)  # in the judge's tree, on what would be committed
     if judged.passed and not s.changed and not s.task.verification_only:
-        judged = Judgement("no_change", NO_CHANGE, failure=NO_CHANGE)
+        judged = Judgement("no_change", NO_CHANGE, failure=NO_CHANGE, tree=judged.tree)
     s.log_verdict(verdict, judged)
     if judged.passed:  # the patch of exactly what would be committed: the files `guard` listed
         a.patch = s.latest_patch = a.patch if a.patch is not None else await s.tree.snapshot(s.changed)
         return verdict, judged
     if s.passing:  # a revision that broke the checks: the passing version stands
-        s.record(a, judged.outcome, judged.summary, verdict, executed=executed)
+        s.record(a, judged.outcome, judged.summary, verdict, executed=executed, judged=judged)
         raise KeepBest(f"the revision failed its checks ({judged.summary})")
     a.diff = a.diff or await s.tree.diff()
     await fail(s, a, verdict, judged, executed)
@@ -191,7 +214,7 @@ async def review(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgemen
         return judged.summary
     diff = await s.tree.diff()
     scored = a.review = await gate.review(task=task_text(s.task), diff=diff, waived=judged.outcome != "passed",
-                                          tests_touched=s.judge.touches_tests(s.changed))
+                                          tests_touched=any(is_test_path(p, s.judge.g.globs) for p in s.changed))
     s.event("reviewed", attempt=a.number, threshold=settings.success_threshold, **scored.as_event())
     best = select_best([*s.passing, _version(a, scored.evaluation)], "highest_score")
     revise = (not scored.evaluation.satisfactory and s.revisions < settings.revisions

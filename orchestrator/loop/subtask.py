@@ -21,9 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+import anyio
+
 from orchestrator.checks.convergence import StopReason
-from orchestrator.checks.judge import still_failing_sentence
 from orchestrator.checks.preflight import Baseline
+from orchestrator.judging.judge import Ground
+from orchestrator.judging.judgement import Judgement
+from orchestrator.judging.words import blocked
 from orchestrator.loop.attempt import Escalate, KeepBest, PutBack, Retry
 from orchestrator.loop.escalation import write_packet
 from orchestrator.loop.judging_files import JudgingFiles
@@ -32,7 +36,7 @@ from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import Subtask, SubtaskPlan
 from orchestrator.loop.reflecting import recalled
 from orchestrator.loop.remember import lessons_for
-from orchestrator.loop.state import SubtaskState, task_text
+from orchestrator.loop.state import SubtaskState
 from orchestrator.loop.steps import execute, guard, judge, prepare, review
 from orchestrator.processes import escaped, escaped_pids, session_started
 from orchestrator.recovery.journal import Heartbeat, Journal
@@ -42,8 +46,10 @@ from reflection.pattern.history import select_best
 
 class SubtaskRun:
     def __init__(self, parts: LoopParts, task: Task, plan: SubtaskPlan, subtask: Subtask,
-                 baseline: Baseline | None, *, notes: str = "", signatures: Sequence[str] = ()) -> None:
-        self.state = SubtaskState(parts, task, plan, subtask, baseline, notes=notes, signatures=signatures)
+                 baseline: Baseline | None, *, ground: Ground, base_tree: str, final: bool, notes: str = "",
+                 signatures: Sequence[str] = ()) -> None:
+        self.state = SubtaskState(parts, task, plan, subtask, baseline, notes=notes, signatures=signatures,
+                                  ground=ground, base_tree=base_tree, final=final)
 
     @property
     def attempt(self) -> int:
@@ -75,6 +81,7 @@ class SubtaskRun:
         s.journal = Journal.start(p.project_dir, s.task.id, s.subtask.id, s.tree.base, p.repo.root,
                                   s.tree.user_files.content, dirty)
         s.judging = JudgingFiles.read(p.repo.root, p.config, p.repo.common_dir)
+        s.linked = await anyio.to_thread.run_sync(p.judges.provided.contents) if s.shares_links else {}
         s.subtask.status, s.subtask.base_commit = "in_progress", s.tree.base
         s.subtask.dirty_before = sorted(dirty)
         s.save()
@@ -115,26 +122,32 @@ class SubtaskRun:
         await guard(s, attempt, executed)
         verdict, judged = await judge(s, attempt, executed)
         summary = await review(s, attempt, verdict, judged, executed)
-        result = await self.accept(summary, judged.waived)
-        s.record(attempt, judged.outcome, summary, verdict, executed=executed)
+        result = await self.accept(summary, judged)
+        s.record(attempt, judged.outcome, summary, verdict, executed=executed, judged=judged)
         return result
 
     # -- ending -------------------------------------------------------------------------
 
-    async def accept(self, summary: str, waived: tuple[str, ...] = ()) -> SubtaskResult:
-        sha = await self.commit()
+    async def accept(self, summary: str, judged: Judgement | None) -> SubtaskResult:
+        sha = await self.commit(judged.tree if judged else None)
         sub = self.state.subtask
         sub.status, sub.commit, sub.convergence = "done", sha, StopReason.PASSED
         self.state.save()
-        return SubtaskResult("passed", summary, commit=sha, stop_reason=StopReason.PASSED, waived=waived)
+        parts = judged.parts if judged else None
+        line = judged.summary if judged and judged.outcome == "flaky" else parts.line() if parts else None
+        return SubtaskResult("passed", summary, commit=sha, stop_reason=StopReason.PASSED,
+                             waived=judged.waived if judged else (), verdict=line,
+                             parts=parts.as_event() if parts else None, others=parts.others if parts else ())
 
-    async def commit(self) -> str | None:
+    async def commit(self, judged: str | None) -> str | None:
+        """The tree the checks passed, committed exactly (`judged`, from the judge)."""
         s = self.state
         if not s.changed:
             s.event("no_changes")
             return None
         message, paths = f"{s.task.id}: {s.subtask.title}", s.changed
-        sha = await s.tree.commit(paths, message, before_ref=lambda old, new: s.journal.committing(paths, old, new))
+        sha = await s.tree.commit(paths, message, before_ref=lambda old, new: s.journal.committing(paths, old, new),
+                                  judged=judged)
         s.event("committed", sha=sha, files=s.changed)
         return sha
 
@@ -146,7 +159,7 @@ class SubtaskRun:
         s.event("review_kept_best", attempt=s.attempt, kept=best.iteration, reason=why,
                 score=round(best.evaluation.overall_score, 4))
         kept = s.earlier.judgements.get(best.iteration)
-        return await self.accept(f"attempt {best.iteration} kept: {why}", kept.waived if kept else ())
+        return await self.accept(f"attempt {best.iteration} kept: {why}", kept)
 
     async def escalate(self, why: StopReason) -> SubtaskResult:
         s = self.state
@@ -161,18 +174,20 @@ class SubtaskRun:
             await s.tree.restore()
         sub.status, sub.convergence = "failed", why
         s.save()
-        # The last judged tree: an attempt whose reply was not applied left it as it was.
-        judgements = s.earlier.judgements
-        last = judgements[max(judgements)] if judgements else None
+        best = s.best_judgement()
         see = f"see {packet.relative_to(p.project_dir)}"
-        only_before = last.only_before if last is not None and why != StopReason.ENVIRONMENT else ()
+        only_before = best.only_before if best is not None and why != StopReason.ENVIRONMENT else ()
         if only_before:
-            reason = f"{still_failing_sentence(s.task.id, only_before, s.waivers, task_text(s.task))} ({see})"
+            reason = (f"{blocked(s.task.id, only_before, s.judge.about().rule)}; subtask {sub.id} stopped ({why.value}) "
+                      f"after {s.attempt} attempt(s) ({see})")
         else:
+            last = best.summary if best is not None else sub.last_failure_reason
             reason = (f"subtask {sub.id} stopped ({why.value}) after {s.attempt} attempt(s); "
-                      f"last: {sub.last_failure_reason}; {see}")
+                      f"best: {last}; {see}")
         s.event("escalated", convergence=why, packet=str(packet), restored=restored, reason=reason)
-        return SubtaskResult("escalated", reason, escalation=packet, stop_reason=why, only_before=only_before)
+        parts = best.parts.as_event() if best is not None and best.parts is not None else None
+        return SubtaskResult("escalated", reason, escalation=packet, stop_reason=why, only_before=only_before,
+                             parts=parts)
 
     async def put_back(self, end: Literal["budget", "model_unavailable"], reason: str) -> SubtaskResult:
         """Stop without blaming the task: restore the tree, leave the subtask pending."""

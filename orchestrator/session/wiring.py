@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 from orchestrator.budget import Ledger, SpendLimit, combine
 from orchestrator.config import ProjectConfig, PromptTemplates, prompt_templates
 from orchestrator.executors.base import Executor
+from orchestrator.git.provided import Provided
 from orchestrator.git.repo import Repo
+from orchestrator.judging.export import JudgeTrees
 from orchestrator.layout import Layout
 from orchestrator.loop.decompose import is_small
 from orchestrator.loop.golden import GoldenLoop
@@ -56,6 +58,7 @@ class Wiring:
     _memory: ProjectMemory | None = None
     _notes: TaskReflectionStore | None = None  # task notes' store, once made
     _prices_known: bool | None = None
+    _judges: JudgeTrees | None = None  # the run's judge's trees, made on first use
     # Parallel workers may build their loops at once, each on its own thread: the memory
     # and the notes' store are made once, not once per worker.
     _building: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
@@ -89,8 +92,17 @@ class Wiring:
             if c.task_reflection_on else None,
             memory=self.project_memory() if c.reflexion.enabled else None,
             review=self._review_gate(metered, repo or self.repo) if c.review.enabled else None,
+            judges=self.judges,
         )
         return GoldenLoop(parts)
+
+    @property
+    def judges(self) -> JudgeTrees:
+        """The run's judge's trees (orchestrator/judging/export.py), shared by its workers."""
+        if self._judges is None:
+            w = self.config.worktree
+            self._judges = JudgeTrees(self.repo, Provided.of(self.project_dir, w.link, w.copy_))
+        return self._judges
 
     def _metered(self, name: str, purpose: str, *, meters: list[Meter], ledgers: list[Ledger]) -> MeteredModel:
         return MeteredModel(self.base_model(name), meters, self.runlog, purpose, limits=ledgers,
@@ -218,6 +230,9 @@ class Wiring:
         return self._memory
 
     def close(self) -> None:
+        if self._judges is not None:
+            self._judges.close()
+            self._judges = None
         if self._memory is not None:
             self._memory.close()
         close = getattr(self._notes, "close", None)  # a database's connection; files hold nothing open

@@ -28,8 +28,9 @@ def test_an_overnight_run_leaves_a_page_with_each_task_its_timeline_and_what_wen
     page = report_of(repo)
     assert page.startswith("<!doctype html>") and "<script" not in page and "http" not in page  # self-contained
     assert "1 of 2 task(s) closed" in page
-    assert re.search(r"<td>T-1</td><td>Fix add</td><td><span[^>]*>closed</span></td><td>1</td>", page)
-    assert re.search(r"<td>T-2</td>.*?>blocked</span></td><td>2</td>", page)
+    assert re.search(r"<td>T-1</td><td>Fix add</td><td><span[^>]*>closed</span></td>"
+                     r"<td>pass-to-pass 1 · fail-to-pass 2</td><td>1</td>", page)  # the verdict that closed it
+    assert re.search(r"<td>T-2</td>.*?>blocked</span></td><td>[^<]*</td><td>2</td>", page)
     assert page.count("<rect ") == 2  # one bar per task on the timeline
     assert "<details open><summary>T-2" in page and "<details><summary>T-1" in page  # what needs a human, unfolded
     assert "sk-proj-4fGh8" not in page  # redacted, like everything a run writes

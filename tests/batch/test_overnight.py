@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -459,7 +460,8 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_a_run_killed_during_the_test_step_resumes_to_completion(git_repo, tmp_path, capsys):
-    command, state = slow_test_command(tmp_path, hang_on=2)
+    # The base's run (made at the first verdict: no preflight), attempt 1's, then attempt 2's hangs.
+    command, state = slow_test_command(tmp_path, hang_on=3)
     repair = "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n    return a + b\n>>>>>>> REPLACE\n"
     replies = [
         {"match": "Task T-1", "reply": WRONG_ADD},
@@ -480,6 +482,8 @@ def test_a_run_killed_during_the_test_step_resumes_to_completion(git_repo, tmp_p
 
     assert tasks_on_disk(repo)["T-1"]["status"] == "in_progress"
     assert "return a + b" in (repo / "calc.py").read_text()  # attempt 2's edit, uncommitted
+    judged_in = list(Path(tempfile.gettempdir()).glob(f"goldenloop-judge-{first.pid}.*"))
+    assert judged_in  # the checks ran in the judge's tree, outside the repository, when the run died
     assert git(repo, "rev-parse", "HEAD").strip() == base
     assert len(reflection_lines(repo)) == 1
 
@@ -506,6 +510,7 @@ def test_a_run_killed_during_the_test_step_resumes_to_completion(git_repo, tmp_p
     assert all(line.startswith("!! ") for line in ignored)
     (summary,) = run_summaries(repo)  # the killed run never got to write one
     assert outcomes(summary) == {"T-1": "closed"} and summary["stopReason"] == "backlog empty"
+    assert not any(path.exists() for path in judged_in)  # the dead run's judge's tree, swept by the next
 
 
 # -- 4. one run per repository -----------------------------------------------------------------
@@ -656,42 +661,6 @@ def test_parallel_tasks_that_pass_alone_but_fail_together_never_both_close(tmp_p
                           env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert done.returncode == 0, done.stdout  # main passes its checks: what closed is done
     assert status(repo) == ""
-
-
-# T-2 starts while T-1 still fixes add(): T-2's first run waits until T-1 has landed, so it
-# ends on a test that failed when it started and passes on main by then.
-WAITING_AGENT = """set -e
-if grep -q "Fix add" "$1"; then
-  n=0; while [ ! -e "{meet}/2" ]; do sleep 0.05; n=$((n + 1)); [ "$n" -lt 1200 ] || exit 3; done
-  sed -i 's/a - b/a + b/' calc.py
-  exit 0
-fi
-touch "{meet}/2"
-n=0; while grep -q "a - b" "{main}/calc.py"; do sleep 0.05; n=$((n + 1)); [ "$n" -lt 1200 ] || exit 3; done
-printf 'def hello(name):\n    return "hello " + name\n' > greet.py
-"""
-
-
-@pytest.mark.slow
-def test_a_task_blocked_by_a_test_another_task_was_fixing_runs_again_and_closes(git_repo, capsys):
-    agent = git_repo.parent / "waiting_agent.sh"
-    (git_repo.parent / "meet").mkdir()
-    agent.write_text(WAITING_AGENT.format(meet=git_repo.parent / "meet", main=git_repo))
-    repo = make_project(git_repo, [], tasks=[task("T-1", "Fix add"), task("T-2", "Add greet", type="feature")],
-                        config={"executor": {"kind": "command", "command": f"sh {agent} {{prompt_file}}"},
-                                "reflexion": {"maxRetries": 0, "useLLM": False}})
-
-    assert overnight(repo, "--parallel", "2") == 0
-
-    board = tasks_on_disk(repo)
-    assert board["T-1"]["status"] == "closed" and board["T-2"]["status"] == "closed"
-    out = capsys.readouterr().out
-    assert ("T-2 runs again: the tests that failed when it started (test_calc.py::test_add, "
-            "test_calc.py::test_add_negative) may have been fixed by the tasks that landed since") in out
-    (summary,) = run_summaries(repo)
-    assert [(t["taskId"], t["outcome"]) for t in summary["tasks"]] in (
-        [("T-1", "closed"), ("T-2", "closed")], [("T-2", "closed"), ("T-1", "closed")])
-    assert (repo / "greet.py").is_file() and "a + b" in (repo / "calc.py").read_text()
 
 
 def test_a_worker_worktree_is_reset_to_the_new_base_for_each_task_and_merged_linearly(tmp_path):
@@ -1001,7 +970,7 @@ def test_parallel_worktrees_get_the_venv_linked_and_the_env_file_copied(tmp_path
         init_repo(tmp_path / "repo"),
         [{"match": "Task T-1", "reply": write_file("greet.py", GREET)},
          {"match": "Task T-2", "reply": write_file("negate.py", NEGATE)}],
-        tasks=[task("T-1", "Add greet"), task("T-2", "Add negate")],
+        tasks=[task("T-1", "Add greet", type="chore"), task("T-2", "Add negate", type="chore")],
         files={"test_inputs.py": BUILD_INPUTS},
         config={"testCommands": [f"{PY} -m pytest -q -p no:cacheprovider test_inputs.py"],
                 "reflexion": {"maxRetries": 0, "useLLM": False}},

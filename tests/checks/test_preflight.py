@@ -1,8 +1,7 @@
-"""preflight, waived_failures, split_failures and flaky reruns: real pytest runs in tmp dirs.
+"""preflight, environment errors and waivers: real pytest runs in tmp dirs.
 
-Each real pytest subprocess costs a fraction of a second, so the judging rules that
-need no process (conservative cases, name matching, error wording) run on verdicts
-built from recorded output instead.
+Each real pytest subprocess costs a fraction of a second, so the rules that need no
+process (error wording, waiver patterns) run on recorded output instead.
 """
 
 from __future__ import annotations
@@ -15,19 +14,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.checks.envcheck import environment_error
-from orchestrator.checks.flaky import flaky_tests, is_flaky, rerun_failing
-from orchestrator.checks.preflight import (
-    Baseline,
-    about_task,
-    preflight,
-    split_failures,
-    waived_failures,
-)
+from orchestrator.checks.preflight import Baseline, preflight
 from orchestrator.checks.settings import CheckSettings
-from orchestrator.checks.verify import CommandResult, Kind, Verdict, verify
+from orchestrator.checks.verify import CommandResult, Verdict, verify
 from orchestrator.checks.waivers import Waivers
 from orchestrator.config import KnownFailure
-from reflection.digest import make_digest
 from reflection.schema import FailureType
 
 PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider -p no:asyncio"
@@ -185,147 +176,11 @@ async def test_a_check_that_times_out_on_the_untouched_tree_is_an_environment_er
     )
 
 
-# --- pre-existing failures -----------------------------------------------------------------------
-
-CALC = "def add(a, b):\n    return a + b\n"
-BROKEN_CALC = "def add(a, b):\n    return a - b\n"
-SUITE = """
-    from calc import add
-
-    def test_known_bug():
-        assert add(0.1, 0.2) == 0.3
-
-    def test_add():
-        assert add(2, 3) == 5
-"""
+# --- waivers -------------------------------------------------------------------------------------
 
 
 def waivers(*tests: str) -> Waivers:
     return Waivers.of(KnownFailure(test=t) for t in tests)
-
-
-ONE_PYTEST = CheckSettings(tests=(PYTEST,))
-
-
-@pytest.mark.anyio
-async def test_a_failure_from_before_the_task_is_never_waived_unless_the_user_listed_it(
-    tmp_path: Path,
-) -> None:
-    _write(tmp_path, {"calc.py": CALC, "test_calc.py": SUITE})
-    baseline = await _baseline(tmp_path)
-    assert baseline.environment_error is None
-    assert baseline.failing_tests == {"test_calc.py::test_known_bug"} and baseline.complete
-
-    (tmp_path / "calc.py").write_text(CALC + "\n# documented\n")  # leaves only the old bug
-    unchanged = await _verify(tmp_path)
-    assert not unchanged.passed
-    # Failing before the task, failing the same way now, the task names nothing: still the task's.
-    assert waived_failures(unchanged, baseline, Waivers(), ONE_PYTEST, "x") == []
-    split = split_failures(unchanged, baseline, "Document the project in README", Waivers())
-    assert (split.caused, split.before, split.waived) == ([], ["test_calc.py::test_known_bug"], [])
-    # The user waived it: then, and only then, the attempt passes apart from it.
-    listed = waivers("test_calc.py::test_known_bug")
-    assert waived_failures(unchanged, baseline, listed, ONE_PYTEST, "x") == ["test_calc.py::test_known_bug"]
-
-    (tmp_path / "calc.py").write_text(BROKEN_CALC)  # an attempt that breaks test_add as well
-    broken = await _verify(tmp_path)
-    assert waived_failures(broken, baseline, listed, ONE_PYTEST, "x") == []
-    split = split_failures(broken, baseline, "Document the project in README", listed)
-    assert (split.caused, split.waived) == (["test_calc.py::test_add"], ["test_calc.py::test_known_bug"])
-
-
-@pytest.mark.anyio
-async def test_a_waived_test_that_passed_before_the_task_counts_when_the_attempt_breaks_it(tmp_path: Path) -> None:
-    _write(tmp_path, {"calc.py": CALC, "test_calc.py": SUITE})
-    baseline = await _baseline(tmp_path)
-    (tmp_path / "calc.py").write_text(BROKEN_CALC)
-    broken = await _verify(tmp_path)
-    everything = waivers("test_calc.py")  # a whole file waived: its known failure, not new ones
-    assert waived_failures(broken, baseline, everything, ONE_PYTEST, "x") == []
-    split = split_failures(broken, baseline, "x", everything)
-    assert split.caused == ["test_calc.py::test_add"]
-    # Without a baseline there is nothing to tell known from new: the user's word stands.
-    assert sorted(waived_failures(broken, None, everything, ONE_PYTEST, "x")) == sorted(broken.digest.failing_tests)
-
-
-PRE = "test_calc.py::test_known_bug"
-
-
-def _failed(
-    output: str, *, exit_code: int | None = 1, kind: Kind = "test", timed_out: bool = False
-) -> Verdict:
-    step = CommandResult(
-        command="pytest", kind=kind, exit_code=exit_code, output=output, timed_out=timed_out
-    )
-    failure = FailureType.TYPECHECK_FAILURE if kind == "typecheck" else FailureType.TEST_FAILURE
-    if step.timed_out:
-        failure = FailureType.TIMEOUT
-    digest = make_digest(output, command="pytest")
-    return Verdict(passed=False, failure_type=failure, digest=digest, steps=[step])
-
-
-def _known_bug_baseline(commands: int = 1) -> Baseline:
-    steps = [CommandResult(command="pytest", kind="test", exit_code=1, output="")] * commands
-    return Baseline(
-        verdict=Verdict(passed=False, steps=steps),
-        failing_tests=frozenset({PRE}),
-        messages={PRE: "assert 0.3 == 0.3"},
-    )
-
-
-SHORT = f"=== short test summary info ===\nFAILED {PRE} - assert 0.3 == 0.3\n"
-
-
-@pytest.mark.parametrize(
-    ("verdict", "why"),
-    [
-        (_failed(SHORT + "3 failed, 1 passed in 0.1s\n"), "counts exceed the listed ids"),
-        (_failed(SHORT + "1 failed in 0.1s\n", exit_code=2), "pytest was interrupted"),
-        (_failed(SHORT, exit_code=None, timed_out=True), "a timeout"),
-        (_failed(SHORT + "1 failed in 0.1s\n", kind="typecheck"), "a typecheck failure"),
-        (_failed("Segmentation fault (core dumped)\n", exit_code=139), "a crash"),
-    ],
-)
-def test_nothing_is_waived_when_the_failing_tests_are_not_fully_known(verdict: Verdict, why: str) -> None:
-    checks = CheckSettings(typecheck=("pytest",)) if verdict.steps[0].kind == "typecheck" else CheckSettings(
-        tests=("pytest",))
-    assert waived_failures(verdict, _known_bug_baseline(), waivers(PRE, "*"), checks, "x") == [], why
-
-
-def test_a_waived_failure_is_not_enough_when_later_checks_did_not_run() -> None:
-    verdict = _failed(SHORT + "1 failed in 0.1s\n")
-    one, two = CheckSettings(tests=("pytest",)), CheckSettings(tests=("pytest", "npm test"))
-    assert waived_failures(verdict, _known_bug_baseline(), waivers(PRE), one, "x") == [PRE]
-    assert waived_failures(verdict, _known_bug_baseline(), waivers(PRE), two, "x") == []
-    # A task that names the waived test is about it: the waiver is not for that task.
-    assert waived_failures(verdict, _known_bug_baseline(), waivers(PRE), one, "Make test_known_bug pass") == []
-
-
-NEW = "test_calc.py::test_add"
-
-
-def test_split_failures_puts_what_the_attempt_broke_first_then_what_failed_before_then_the_waived() -> None:
-    # The old failure ran first; the attempt broke test_add. Neither list needs to be complete.
-    output = f"{SHORT}FAILED {NEW} - assert -1 == 5\n2 failed, 1 passed in 0.1s\n"
-    split = split_failures(_failed(output), _known_bug_baseline(), "Update the README", Waivers())
-    assert (split.caused, split.before, split.waived) == ([NEW], [PRE], [])
-    assert split.ordered == [NEW, PRE]
-    split = split_failures(_failed(output), _known_bug_baseline(), "Update the README", waivers(PRE))
-    assert (split.caused, split.before, split.waived) == ([NEW], [], [PRE])
-    # Failing another way than at baseline: the attempt's doing.
-    another = f"=== short test summary info ===\nFAILED {PRE} - assert 0.1 == 0.3\n"
-    split = split_failures(_failed(another + "1 failed in 0.1s\n"), _known_bug_baseline(), "x", Waivers())
-    assert (split.caused, split.before) == ([PRE], [])
-
-
-def test_tests_failing_before_that_the_task_names_lead_the_retry() -> None:
-    other = "test_other.py::test_other"
-    output = (f"=== short test summary info ===\nFAILED {other} - assert 0 == 1\nFAILED {PRE} - assert 0.3 == 0.3\n"
-              "2 failed in 0.1s\n")
-    baseline = _known_bug_baseline().model_copy(update={
-        "failing_tests": frozenset({PRE, other}), "messages": {PRE: "assert 0.3 == 0.3", other: "assert 0 == 1"}})
-    split = split_failures(_failed(output), baseline, "Fix test_known_bug", Waivers())
-    assert split.before == [PRE, other]
 
 
 @pytest.mark.parametrize(
@@ -346,91 +201,3 @@ def test_tests_failing_before_that_the_task_names_lead_the_retry() -> None:
 )
 def test_a_waiver_names_a_test_its_file_or_class_or_a_glob(pattern: str, test: str, waived: bool) -> None:
     assert (waivers(pattern).entry_for(test) is not None) is waived
-
-
-@pytest.mark.parametrize(
-    ("task", "about"),
-    [
-        ("Fix tests/test_calc.py::TestAdd::test_floats[0.1]", True),
-        ("Make test_floats pass", True),
-        ("Clean up test_calc.py", True),
-        ("Clean up tests/test_calc.py", True),
-        ("Add test_floats_more", False),
-        # A test is about what it is named after: test_floats tests floats.
-        ("Handle floats in add", True),
-        # The module a test file is named after counts: a task on calc is about test_calc.
-        ("Add a subtract function to calc", True),
-        ("Make the failing tests pass", True),
-        ("Update the README", False),
-    ],
-)
-def test_a_task_is_about_a_test_it_names_by_id_function_or_file(task: str, about: bool) -> None:
-    assert about_task("tests/test_calc.py::TestAdd::test_floats[0.1]", task) is about
-
-
-# --- flaky tests ---------------------------------------------------------------------------------
-
-FLAKY = """
-    from pathlib import Path
-
-    def test_flaky():
-        marker = Path("ran-once")
-        first = not marker.exists()
-        marker.touch()
-        assert not first, "fails on the first run only"
-"""
-BROKEN = "def test_broken():\n    assert 1 == 2\n"
-
-
-@pytest.mark.anyio
-async def test_a_test_that_passes_on_rerun_is_flaky(tmp_path: Path) -> None:
-    _write(tmp_path, {"test_flaky.py": FLAKY})
-    first = await _verify(tmp_path)
-    assert not first.passed
-    rerun = await rerun_failing(tmp_path, first, CheckSettings(timeout_s=60, digest_tokens=1500))
-    assert rerun.passed and rerun.tests_passed == 1
-    assert is_flaky(first, rerun)
-    assert flaky_tests(first, rerun) == ["test_flaky.py::test_flaky"]
-
-
-@pytest.mark.anyio
-async def test_a_consistently_failing_test_is_not_flaky(tmp_path: Path) -> None:
-    _write(tmp_path, {"test_flaky.py": FLAKY, "test_broken.py": BROKEN})
-    first = await _verify(tmp_path)
-    rerun = await rerun_failing(tmp_path, first, CheckSettings(timeout_s=60, digest_tokens=1500))
-    assert not rerun.passed
-    assert rerun.digest is not None
-    assert rerun.digest.failing_tests == ["test_broken.py::test_broken"]
-    assert not is_flaky(first, rerun)
-    # The flaky one is still reported, for the run log.
-    assert flaky_tests(first, rerun) == ["test_flaky.py::test_flaky"]
-
-
-@pytest.mark.anyio
-async def test_rerun_keeps_earlier_passed_steps_and_reruns_only_the_failing_one(
-    tmp_path: Path,
-) -> None:
-    counter = tmp_path / "runs"
-    first = await verify(
-        tmp_path,
-        CheckSettings(
-            typecheck=["echo checked"],
-            tests=[f"echo x >> {counter}; exit 1"],
-            timeout_s=30,
-        ),
-    )
-    rerun = await rerun_failing(tmp_path, first, CheckSettings(timeout_s=30, digest_tokens=500))
-    assert [s.kind for s in rerun.steps] == ["typecheck", "test"]
-    assert counter.read_text() == "x\nx\n"
-    assert not is_flaky(first, rerun)  # failed again without naming tests: no evidence
-    already = rerun.model_copy(update={"passed": True})
-    passed = await rerun_failing(tmp_path, already, CheckSettings(timeout_s=30))
-    assert counter.read_text() == "x\nx\n"  # nothing to rerun
-    assert passed.passed
-
-
-def test_a_task_that_names_one_test_of_a_file_is_not_about_its_neighbours() -> None:
-    task_text = "Make tests/test_more.py::test_sub pass"
-    assert about_task("tests/test_more.py::test_sub", task_text)
-    assert not about_task("tests/test_more.py::test_mul", task_text)
-    assert about_task("tests/test_more.py::test_mul", "Fix tests/test_more.py")  # the whole file

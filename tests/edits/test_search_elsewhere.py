@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from projects import CALC, CALC_FIXED, do_one_task, events_of, git, make_project, tasks_on_disk
 
-from orchestrator.checks.integrity import DEFAULT_TEST_GLOBS, is_test_path
+from orchestrator.judging.test_paths import DEFAULT_TEST_GLOBS, is_test_path
 from orchestrator.edits import EditError, RepoView, apply_edits, parse_reply, resolve_targets
 
 SLUGIFY = '''def slugify(title):

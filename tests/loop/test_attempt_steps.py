@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from projects import git, init_repo
+from projects import git, init_repo, judged_in
 
 from orchestrator.budget import BudgetExceeded
 from orchestrator.checks.convergence import StopReason
@@ -84,7 +84,7 @@ async def begun(root: Path, executor: FakeExecutor, *, stop: str | None = None) 
                       budget_check=(lambda: stop) if stop is not None else None)
     task = Task(id="T-1", title="Make add add")
     plan = single_subtask_plan(task)
-    run = SubtaskRun(parts, task, plan, plan.subtasks[0], baseline=None)
+    run = SubtaskRun(parts, task, plan, plan.subtasks[0], baseline=None, **judged_in(parts, root.parent / "judge"))
     await run.begin()
     return run.state, events
 

@@ -33,7 +33,7 @@ def two_tasks(repo: Path, **memory: object) -> Path:
     ]
     tasks = [task("T-1", "Fix add in calc.py"),
              task("T-2", "Document add in calc.py", description="Comment the sum in calc.py's add.",
-                  priority=2)]
+                  priority=2, type="chore")]
     config = {"reflexion": {"useLLM": False}, "retry": {"preflight": False}, "memory": memory}
     return make_project(repo, replies, tasks=tasks, config=config)
 

@@ -133,7 +133,10 @@ def test_a_retry_that_repeats_even_when_asked_again_is_counted_without_a_test_ru
     assert [a["outcome"] for a in attempts(repo)] == ["failed", "repeat", "repeat", "repeat"]
     assert len(events_of(repo, "verdict")) == 1
     assert (repo / "calc.py").read_text() == CALC  # escalated: the tree is back at its start
-    assert "gave back attempt 1's code unchanged" in tasks_on_disk(repo)["T-1"]["closeReason"]
+    reason = tasks_on_disk(repo)["T-1"]["closeReason"]  # the best attempt's failure, and how the retries ended
+    assert reason.startswith("1 test(s) this task is about still fail, so it is not done: "
+                             "test_calc.py::test_add_negative")
+    assert "stopped (max_retries) after 4 attempt(s)" in reason
 
 
 def test_reasking_repeats_can_be_switched_off(git_repo: Path) -> None:

@@ -23,7 +23,8 @@ WITH_PLAYBOOK = rf"Task T-2:.*{PLAYBOOK_HEADING}.*Task T-1, a similar one.*\n1\.
 def two_tasks(git_repo: Path, t2_replies: list[dict]) -> Path:
     replies = [{"match": "Task T-1:", "reply": WRONG_ADD}, {"match": "Task T-1:", "reply": FIX_ABS}, *t2_replies]
     tasks = [task("T-1", "Fix add in calc.py"),
-             task("T-2", "Document add in calc.py", description="Comment the sum in calc.py's add.", priority=2)]
+             task("T-2", "Document add in calc.py", description="Comment the sum in calc.py's add.", priority=2,
+                  type="chore")]
     return make_project(git_repo, replies, tasks=tasks,
                         config={"reflexion": {"useLLM": False}, "retry": {"preflight": False}})
 

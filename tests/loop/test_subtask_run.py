@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from projects import git, init_repo
+from projects import git, init_repo, judged_in
 
 from orchestrator.config import ProjectConfig
 from orchestrator.executors import ExecutionRequest, ExecutionResult
@@ -78,7 +78,8 @@ class Harness:
         self.subtask = self.plan.subtasks[0]
 
     async def run(self):
-        run = SubtaskRun(self.parts, self.task, self.plan, self.subtask, baseline=None)
+        run = SubtaskRun(self.parts, self.task, self.plan, self.subtask, baseline=None,
+                         **judged_in(self.parts, self.root.parent / "judge"))
         return run, await run.run()
 
     def named(self, name: str) -> list[dict]:
@@ -194,19 +195,3 @@ async def test_a_budget_stop_puts_the_subtask_back_with_the_tree_restored(root: 
     assert result.end == "budget" and "task cost budget" in result.reason
     assert run.attempt == 1 and (root / "calc.py").read_text() == BROKEN
     assert h.saved_plan().subtasks[0].status == "pending"
-
-
-@pytest.mark.anyio
-async def test_an_attempt_that_edits_the_tests_is_rolled_back_tests_included(root: Path) -> None:
-    (root / "test_calc.py").write_text("from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "a test")
-    weakened = {"test_calc.py": "def test_add():\n    pass\n", "calc.py": "def add(a, b):\n    return 5\n"}
-    h = Harness(root, FakeExecutor(weakened, {"calc.py": FIXED}))
-    run, result = await h.run()
-
-    assert result.end == "passed"
-    marks = [e.get("outcome", e["event"]) for e in h.events if e["event"] in ("verdict", "attempt_undone")]
-    assert marks == ["integrity", "attempt_undone", "passed"]
-    assert head_file(root, "test_calc.py").endswith("assert add(2, 3) == 5\n")
-    assert "That diff was undone" in h.executor.requests[1].prompt

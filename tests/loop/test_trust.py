@@ -316,7 +316,10 @@ def test_a_test_edit_hidden_from_git_is_seen_and_rejected(git_repo: Path, tmp_pa
 
     assert do_one_task(repo) == 0
 
-    assert outcomes(repo) == ["integrity", "passed"]
+    found = outcomes(repo)
+    assert found[0] == "failed" and found[-1] == "passed"  # judged by the base's tests, whatever git was told
+    assert events_of(repo, "verdict")[0]["parts"]["aboutFailing"] == ["test_calc.py::test_add",
+                                                                      "test_calc.py::test_add_negative"]
     assert events_of(repo, "index_flags_cleared")[0]["paths"] == ["test_calc.py"]
     assert (repo / "test_calc.py").read_text() == tests
     assert git(repo, "ls-files", "-v", "test_calc.py").startswith("H ")  # git looks at it again

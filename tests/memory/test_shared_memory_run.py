@@ -32,7 +32,8 @@ def test_a_lesson_learned_on_one_machine_reaches_the_next_through_postgresql(
         {"match": "Task T-2:", "reply": BREAK_SUM},
     ]
     tasks = [task("T-1", "Fix add in calc.py"),
-             task("T-2", "Document add in calc.py", description="Comment the sum in calc.py's add.", priority=2)]
+             task("T-2", "Document add in calc.py", description="Comment the sum in calc.py's add.", priority=2,
+                  type="chore")]
     config = {"projectId": "calc", "reflexion": {"useLLM": False}, "retry": {"preflight": False},
               "memory": {"store": "env:TEAM_MEMORY_URL"}}
     first = make_project(git_repo, replies, tasks=tasks, config=config)
