@@ -116,7 +116,10 @@ class TokenGate:
 
 
 def project_folder(raw: str, roots: tuple[Path, ...]) -> Path:
-    """The project folder a request names, checked against the roots (403) and the disk (404)."""
+    """The project folder a request names, checked against the roots (403) and the disk (404):
+    a repository's top folder, never its `.git` or a folder inside its working tree (403),
+    where the memory's files would be the repository's untracked files; a folder of no
+    repository may be a project too."""
     if "\x00" in raw:
         raise ApiError(400, "projectPath must not contain a NUL character")
     if not Path(raw).is_absolute():
@@ -128,6 +131,12 @@ def project_folder(raw: str, roots: tuple[Path, ...]) -> Path:
         raise ApiError(403, "projectPath is outside the folders this server may use (its --root folders)")
     if not folder.is_dir():
         raise ApiError(404, "projectPath names no folder on this machine")
+    if ".git" in folder.parts:
+        raise ApiError(403, "projectPath is inside a repository's .git folder; name the repository's top folder")
+    top = next((above for above in folder.parents if (above / ".git").exists()), None)
+    if top is not None and not (folder / ".git").exists():
+        raise ApiError(403, f"projectPath is a folder inside the repository {top}; name its top folder, where "
+                       "goldenloop keeps the project's memory")
     return folder
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
 from pathlib import Path
 
 import anyio
 import pytest
 from apikit import HISTORY, REFLECT, Serve, history_file, reflect_body
+
+from orchestrator.git.repo import Repo
 
 pytestmark = pytest.mark.anyio
 
@@ -138,3 +141,35 @@ async def test_a_project_whose_lock_is_held_leaves_threads_for_the_others(serve:
         if holder >= 0:
             os.close(holder)
     assert others == [200] * 6 and stalled == [200] * 45
+
+
+def _git_project(project: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text("x = 1\n")
+    subprocess.run(["git", "-C", str(project), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(project), "-c", "user.name=u", "-c", "user.email=u@x",
+                    "commit", "-qm", "base"], check=True)
+
+
+@pytest.mark.parametrize("inside", [".git", ".git/refs", "src"])
+async def test_a_project_path_inside_a_repository_is_refused_and_nothing_is_written(
+        asgi: Serve, project: Path, inside: str) -> None:
+    """Memory files inside `.git` or a working tree's subfolder would be the repository's
+    own mess, and the next `do-one-task` there would refuse the repository as dirty."""
+    _git_project(project)
+    before = _tree(project)
+    async with asgi() as client:
+        posted = await client.post(REFLECT, json=reflect_body(project / inside))
+        listed = await client.get(HISTORY, params={"projectPath": str(project / inside)})
+    assert posted.status_code == listed.status_code == 403
+    assert "top folder" in posted.json()["error"]
+    assert _tree(project) == before
+
+
+async def test_the_top_folder_of_a_repository_is_a_project_and_stays_clean(asgi: Serve, project: Path) -> None:
+    _git_project(project)
+    async with asgi() as client:
+        posted = await client.post(REFLECT, json=reflect_body(project))
+    assert posted.status_code == 200 and history_file(project).exists()
+    assert Repo(project).dirty_paths() == []  # what `do-one-task` checks before it starts

@@ -17,7 +17,7 @@ KEEP_SUM = "calc.py\n<<<<<<< SEARCH\n    return a + b\n=======\n    return a + b
 BREAK_SUM = "calc.py\n<<<<<<< SEARCH\n    return a + b\n=======\n    return a - b\n>>>>>>> REPLACE\n"
 FIX_BROKEN = "calc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b  # the sum\n>>>>>>> REPLACE\n"
 # Answers only a prompt that carries T-1's playbook, its steps numbered.
-WITH_PLAYBOOK = rf"Task T-2:.*{PLAYBOOK_HEADING}.*Task T-1, a similar one.*\n1\. Read the failure of attempt 1"
+WITH_PLAYBOOK = rf"Task T-2:.*{PLAYBOOK_HEADING}.*Task T-1, a similar one.*\n> 1\. Read the failure of attempt 1"
 
 
 def two_tasks(git_repo: Path, t2_replies: list[dict]) -> Path:
@@ -80,4 +80,4 @@ def test_only_a_similar_task_gets_a_playbook_not_one_worded_alike() -> None:
     assert choose_playbook([worded_alike]) is None
     assert choose_playbook([no_steps, worded_alike, same_type]) is same_type
     block = playbook_block(same_type.lesson)
-    assert block.splitlines()[0] == PLAYBOOK_HEADING and block.splitlines()[-1] == "3. Run the tests."
+    assert block.splitlines()[0] == PLAYBOOK_HEADING and block.splitlines()[-1] == "> 3. Run the tests."

@@ -106,7 +106,7 @@ def test_the_reflector_counts_runs_and_shows_the_notes_block():
     assert (first.is_first, second.is_first, second.reflection.run_count) == (True, False, 2)
     assert "better" in model.asked[1][1]["content"]  # the prior notes go into the next question
     block = reflector.notes_for("fix add")
-    headings = ["## Task Improvement Notes (from prior executions)", "### Refined Instructions",
-                "### Output Guidance", "### Observations", "---"]
+    headings = ["## Task Improvement Notes (from prior executions)", "### Refined description (quoted)",
+                "### Output guidance (quoted)", "### Observations (quoted)", "---"]
     assert [block.index(h) for h in headings] == sorted(block.index(h) for h in headings)
     assert reflector.notes_for("another task") == "" == task_notes_block(None)
