@@ -46,7 +46,7 @@ def nothing_done_blocks(repo: Path) -> None:
     assert [e["action"] for e in events_of(repo, "repeat")][-1] == "counted as a failed attempt"
     blocked = tasks_on_disk(repo)["T-1"]
     assert blocked["status"] == "blocked"
-    assert blocked["closeReason"].startswith("2 test(s) that failed before the task still fail, so it is not done")
+    assert blocked["closeReason"].startswith("2 test(s) this task is about still fail, so it is not done")
     assert (repo / "calc.py").read_text() == CALC
 
 
