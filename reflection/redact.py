@@ -50,21 +50,18 @@ from __future__ import annotations
 import base64
 import functools
 import math
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "placeholder", "redact", "redact_data"]
+from reflection.secret_values import known_secrets, placeholder, trie_pattern
+
+__all__ = ["KINDS", "TOKEN_KINDS", "looks_like_credential", "placeholder", "redact", "redact_data", "secret_name",
+           "tokens_in"]
 
 Replacer = Callable[[re.Match[str]], str]
-
-
-def placeholder(kind: str) -> str:
-    """The text that stands in for a secret of this kind."""
-    return f"[REDACTED:{kind}]"
 
 
 @dataclass(slots=True)
@@ -554,6 +551,68 @@ _PEOPLE: tuple[_Rule, ...] = (
           r"[ \t]+[+-]\d{4}[ \t]+\d+\)", (":",)),
 )  # fmt: skip
 
+# A secret word, a few words about it, a verb or colon, then the value: "the database
+# password is X", "API key for staging: X", "log in with password X".
+_PROSE_SECRET = re.compile(
+    r"""(?<![\w-])(?P<name>(?i:pass(?:word|phrase|wd)|secret|token|api[ _-]?key|access[ _-]?key|credentials?))
+    (?![\w-])
+    (?:[ \t]+(?:[\w-]++[ \t]+){0,4}?(?i:is|was|are|were|reads|becomes|set[ \t]+to)|[ \t]*[:=→]|)
+    [ \t]+(?:(?P<vq>["'“‘])(?P<qv>[^"'”’\n]{8,100}+)(?:["'”’])|(?P<uv>[^\s"'`,;()<>\[\]{}|]{8,}+))""",
+    re.VERBOSE,
+)
+_TRAILING = ".,;:!?)"
+
+
+def _replace_prose_secret(match: re.Match[str]) -> str:
+    if match["qv"] is not None:
+        value = match["qv"]
+        if _is_placeholder(value) or (" " in value and not match["name"].lower().startswith("pass")):
+            return match[0]
+        return _splice(match, "qv", "password" if match["name"].lower().startswith("pass") else "secret")
+    value = match["uv"].rstrip(_TRAILING)
+    if not _told_credential(value):
+        return match[0]
+    whole, start = match[0], match.start("uv") - match.start()
+    kind = "password" if match["name"].lower().startswith("pass") else "secret"
+    return whole[:start] + placeholder(kind) + whole[start + len(value):]
+
+
+def _told_credential(value: str) -> bool:
+    """A word told as a secret that is one: long, not a placeholder, a path, a URL or code,
+    with digits or symbols among its letters, or random-looking."""
+    if len(value) < 8 or _is_placeholder(value) or "://" in value or _PATH.fullmatch(value):
+        return False
+    if _looks_random(value):
+        return True
+    letters, digits = any(ch.isalpha() for ch in value), any(ch.isdigit() for ch in value)
+    symbols = bool(re.search(r"[^\w.-]", value))
+    return letters and (digits or symbols) and not _CODE_REFERENCE.fullmatch(value)
+
+
+# Lines of exactly 64 base64 characters (how PEM wraps a key), each alone on its line or
+# after an escaped newline, and the shorter line that ends them.
+_KEY_BODY = re.compile(
+    r"(?m:^|(?<=\\n))(?P<secret>[A-Za-z0-9+/]{64}(?:(?:\r?\n|\\n)[A-Za-z0-9+/]{1,64}+={0,2})*+)"
+    r"(?=$|\r|\\n|\.\.\.|…|[\"'])"
+)
+
+
+def _replace_key_body(match: re.Match[str]) -> str:
+    """A key's body lines; a certificate's (public) body is left alone."""
+    before = match.string[max(0, match.start() - 40) : match.start()]
+    first = match["secret"][:64]
+    if "CERTIFICATE" in before or not _looks_random(first):
+        return match[0]
+    return placeholder("private_key")
+
+
+def _replace_bare_aws_secret(match: re.Match[str]) -> str:
+    value = match["secret"]
+    if not any(ch.isdigit() for ch in value) or not _looks_random(value) or _is_placeholder(value):
+        return match[0]
+    return placeholder("aws_secret_key")
+
+
 # Base64 lines, headers (Proc-Type: 4,ENCRYPTED) and escaped newlines, but no run of
 # five dashes: the body ends at the next BEGIN or END line, so a scan never restarts.
 _PEM_BODY = r"(?:[A-Za-z0-9+/=\s\\:,.]++|-(?!----))*+"
@@ -568,7 +627,8 @@ _RULES: tuple[_Rule, ...] = (
     # A block cut off before its END line (a truncated log): hide the base64 lines.
     _rule(
         "private_key",
-        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:(?:\s|\\[rn])+[A-Za-z0-9+/=]{16,}+)*",
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:(?:\s|\\[rn])+[A-Za-z0-9+/=]{16,}+)*"
+        r"(?:(?:\s|\\[rn])+[A-Za-z0-9+/=]{1,15}+(?=\.\.\.|…))?",  # the line a `...` cut short
         ("private key",),
     ),
     _rule(
@@ -719,6 +779,13 @@ _RULES: tuple[_Rule, ...] = (
         ("key", "token", "secret", "pass", "pwd", "credential"),
         _replace_flag_value,
     ),
+    # "the password is X", "use token X": a secret told in prose, judged by its value.
+    _rule("secret", _PROSE_SECRET, ("pass", "secret", "token", "key", "credential"), _replace_prose_secret),
+    # Base64 lines of a private key without its BEGIN line, and an AWS secret key without
+    # its name or key id: nothing but their form says what they are.
+    _rule("private_key", _KEY_BODY, (), _replace_key_body, needs=r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{64}"),
+    _rule("aws_secret_key", r"(?<![A-Za-z0-9/+=])(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", (),
+          _replace_bare_aws_secret, needs=r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}"),
     *_PEOPLE,  # before the e-mail rule: an address is what tells a name from other words
     _rule(
         "email",
@@ -772,22 +839,6 @@ KINDS: frozenset[str] = frozenset(
 """Every kind a placeholder can name."""
 
 
-def _trie(words: list[str]) -> str:
-    """A regex matching any of `words`, the longest at a position, as a trie: `re` tries
-    one branch per next character instead of every word. The prefix all share comes
-    first, whole: a level per branching, not per character (a found PEM block is long)."""
-    prefix = os.path.commonprefix(words)
-    branches: dict[str, list[str]] = {}
-    for word in words:
-        branches.setdefault(word[len(prefix) : len(prefix) + 1], []).append(word[len(prefix) + 1 :])
-    ends = "" in branches
-    alternatives = [re.escape(first) + _trie(rest) for first, rest in sorted(branches.items()) if first]
-    if not alternatives:
-        return re.escape(prefix)
-    body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
-    return re.escape(prefix) + (f"(?:{body})?" if ends else body)
-
-
 _TRIGGER_WORDS = sorted({trigger for rule in _RULES for trigger in rule.triggers})
 # One pass over the text finds every trigger: the look-ahead tries each position, so
 # overlapping triggers are all seen; a longer one found implies the shorter ones it starts with.
@@ -795,8 +846,9 @@ _TRIGGER_WORDS = sorted({trigger for rule in _RULES for trigger in rule.triggers
 # took), so `re` skips the positions where none can start instead of trying each.
 _TRIGGERS = re.compile(
     "[" + re.escape("".join(sorted({word[0] for word in _TRIGGER_WORDS}))) + "](?<=(?=("
-    + _trie(_TRIGGER_WORDS) + ")).)"
+    + trie_pattern(_TRIGGER_WORDS) + ")).)"
 )
+_UNTRIGGERED = frozenset(n for n, rule in enumerate(_RULES) if not rule.triggers)  # their `needs` says
 # The rules each trigger found calls for, with those of the shorter triggers it starts with.
 _RULES_FOR = {
     word: frozenset(n for n, rule in enumerate(_RULES) if any(word.startswith(t) for t in rule.triggers))
@@ -807,21 +859,28 @@ _RULES_FOR = {
 def redact(text: str) -> str:
     """`text` with every secret replaced by `[REDACTED:<kind>]`; idempotent.
 
-    A rule runs when one of its triggers occurs in the text as given (lower-cased): one
-    compiled search finds them all, then only those rules run, in their order. Then one
-    more pass hides the other occurrences of the values they found."""
+    First the values known as secret (`reflection.secret_values`) go, by value. Then a rule
+    runs when one of its triggers occurs in the text as given (lower-cased): one compiled
+    search finds them all, then only those rules run, in their order. Then one more pass
+    hides the other occurrences of the values they found. A text that quotes another with
+    escaped newlines (pytest's view of a file read into one string) is read as lines too,
+    so a value a rule finds only there is hidden all the same."""
+    values = known_secrets.get()
+    if values is not None:
+        text = values.mask(text)
     found: dict[str, str] = {}
+    if "\\n" in text:
+        _apply_rules(text.replace("\\r\\n", "\n").replace("\\n", "\n"), found)
     text = _apply_rules(text, found)
+    if values is not None:
+        values.learn_found(found)
     return _spreader(found)(text)
 
 
 def _apply_rules(text: str, found: dict[str, str]) -> str:
     """`text` with what the rules find replaced; the values they replaced are added to `found`."""
-    triggers = _TRIGGERS.findall(text.lower())
-    if not triggers:
-        return text
-    wanted: set[int] = set()
-    for word in set(triggers):
+    wanted: set[int] = set(_UNTRIGGERED)
+    for word in set(_TRIGGERS.findall(text.lower())):
         wanted |= _RULES_FOR[word]
     for n in sorted(wanted):
         text = _RULES[n].apply(text, found)
@@ -837,7 +896,11 @@ def redact_data(obj: Any) -> Any:
     A secret found in one string is hidden in every other string of the value too.
     """
     found: dict[str, str] = {}
-    redacted = _map_strings(obj, lambda key, text: _redact_entry(key, text, found))
+    values = known_secrets.get()
+    mask = values.mask if values is not None else str
+    redacted = _map_strings(obj, lambda key, text: _redact_entry(key, mask(text), found))
+    if values is not None:
+        values.learn_found(found)
     if not found:
         return redacted
     spread = _spreader(found)
@@ -912,7 +975,7 @@ def _spreader(found: Mapping[str, str]) -> Callable[[str], str]:
     if not found:
         return lambda text: text
     try:
-        pattern = re.compile(_trie(list(found)))
+        pattern = re.compile(trie_pattern(list(found)))
     except RecursionError:  # hundreds of values, each the start of the next: a trie too deep
         return functools.partial(_replace_each, sorted(found.items(), key=lambda item: -len(item[0])))
     return functools.partial(pattern.sub, lambda match: placeholder(found[match[0]]))
@@ -923,3 +986,33 @@ def _replace_each(values: list[tuple[str, str]], text: str) -> str:
     for value, kind in values:
         text = text.replace(value, placeholder(kind))
     return text
+
+
+# --- for the values in reach and the diff scan ------------------------------------------
+
+# Kinds whose form alone says "a live credential": written into a tracked file, each is
+# one. (A password or a generic secret is known by its place, which code may show as a
+# test fixture's; those are caught by value when they are the user's.)
+TOKEN_KINDS: frozenset[str] = frozenset(
+    {"private_key", "aws_access_key", "aws_secret_key", "anthropic_key", "openai_key", "github_token",
+     "gitlab_token", "slack_token", "slack_webhook", "google_api_key", "azure_client_secret", "stripe_key",
+     *(kind for kind, _, _ in _PREFIXED_TOKENS)}
+)
+
+
+def secret_name(name: str) -> str | None:
+    """The kind of secret a value stored under `name` is (password, token, secret); None
+    when the name says nothing secret (`MAX_TOKENS`, `PWD` aside, see `looks_like_credential`)."""
+    return _secret_kind(name)
+
+
+def looks_like_credential(value: str) -> bool:
+    """Whether a value under a secret name is one: not a placeholder, a path or too short."""
+    return _credential_like(value, quoted=True, config=True, env_line=True)
+
+
+def tokens_in(text: str) -> dict[str, str]:
+    """The secret-shaped tokens of `text` (value -> kind), placeholders and examples aside."""
+    found: dict[str, str] = {}
+    _apply_rules(text, found)
+    return {value: kind for value, kind in found.items() if kind in TOKEN_KINDS and not _is_placeholder(value)}

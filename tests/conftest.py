@@ -3,6 +3,9 @@ model that starts every test with its script unused."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +13,14 @@ import pytest
 from projects import init_repo
 
 from reflection.scripted import reset_scripted_state
+
+# goldenloop's private folder outside repositories (orchestrator.private_home): the tests',
+# never the user's home; commands the tests start inherit it.
+os.environ["XDG_STATE_HOME"] = _STATE = tempfile.mkdtemp(prefix="goldenloop-tests-state-")
+
+
+def pytest_sessionfinish() -> None:
+    shutil.rmtree(_STATE, ignore_errors=True)
 
 
 @pytest.fixture

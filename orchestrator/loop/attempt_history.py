@@ -5,7 +5,9 @@ the Reflection pattern (the loop's attempts are that pattern's versions), and th
 `.patch` beside it is the attempt's tree against the subtask's base, so any version,
 the best one above all, can be put back with `git apply` long after its run ended.
 `goldenloop history TASK` prints the journey. Files are written atomically; a damaged
-one is skipped when read, never fatal.
+one is skipped when read, never fatal. A patch is written there masked (`redact`); when
+masking changed it, its exact bytes are kept in the project's private folder outside the
+repository (`orchestrator.private_home`), where `history --patch` reads them.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import orjson
 
 from orchestrator.layout import Layout, safe_name
 from orchestrator.loop.plan import AttemptRecord, Subtask
+from orchestrator.private_home import project_home
 from reflection.fileio import atomic_write
 from reflection.meter import Meter
 from reflection.pattern.evaluation import ReflectionEvaluation
 from reflection.pattern.history import ReflectionVersion
+from reflection.redact import redact
 from reflection.schema import Usage
 
 if TYPE_CHECKING:
@@ -41,6 +45,7 @@ class StoredAttempt:
     subtask_id: str
     version: ReflectionVersion
     patch_path: Path
+    exact_path: Path | None = None  # the exact bytes, outside the repository, when the patch had to be masked
 
     @property
     def number(self) -> int:
@@ -51,10 +56,14 @@ class StoredAttempt:
         return self.version.extra
 
     def patch(self) -> str:
-        try:
-            return self.patch_path.read_text(encoding="utf-8", errors="surrogateescape")
-        except FileNotFoundError:
-            return ""
+        """The attempt's exact patch where it was kept, else the one in `.openagents/`."""
+        for path in (self.exact_path, self.patch_path):
+            try:
+                if path is not None:
+                    return path.read_text(encoding="utf-8", errors="surrogateescape")
+            except FileNotFoundError:
+                continue
+        return ""
 
 
 def attempt_version(record: AttemptRecord, verdict: Verdict | None, review: Review | None, *, spent: Meter,
@@ -91,7 +100,13 @@ def write_attempt(project_dir: Path, task_id: str, subtask_id: str, version: Ref
     directory fsync (a record without its transcript is still whole)."""
     folder = history_dir(project_dir, task_id)
     stem = f"{safe_name(subtask_id)}.attempt-{version.iteration}"
-    atomic_write(folder / f"{stem}.patch", patch.encode("utf-8", "surrogateescape"))
+    shown = redact(patch)
+    if shown != patch:  # the exact bytes where no commit or push can take them
+        exact = exact_patch(project_dir, task_id, stem, make=True)
+        exact.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_write(exact, patch.encode("utf-8", "surrogateescape"))
+        exact.chmod(0o600)
+    atomic_write(folder / f"{stem}.patch", shown.encode("utf-8", "surrogateescape"))
     record = {**version.as_dict(), "subtaskId": subtask_id, "patch": f"{stem}.patch"}
     if transcript is not None:
         atomic_write(folder / f"{stem}.transcript.txt", transcript.encode("utf-8", "surrogateescape"),
@@ -100,6 +115,11 @@ def write_attempt(project_dir: Path, task_id: str, subtask_id: str, version: Ref
     path = folder / f"{stem}.json"
     atomic_write(path, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
     return path
+
+
+def exact_patch(project_dir: Path, task_id: str, stem: str, *, make: bool = False) -> Path:
+    """Where an attempt's exact patch is kept when the one in `.openagents/` is masked."""
+    return project_home(project_dir, make=make) / "history" / safe_name(task_id) / f"{stem}.patch"
 
 
 def read_attempts(project_dir: Path, task_id: str) -> list[StoredAttempt]:
@@ -114,7 +134,9 @@ def read_attempts(project_dir: Path, task_id: str) -> list[StoredAttempt]:
             log.warning("skipping unreadable attempt history %s: %s", path, exc)
             continue
         subtask = str(data.get("subtaskId") or path.name.partition(".attempt-")[0])
-        found.append(StoredAttempt(subtask, version, folder / str(data.get("patch") or path.with_suffix(".patch").name)))
+        patch = folder / str(data.get("patch") or path.with_suffix(".patch").name)
+        exact = exact_patch(project_dir, task_id, patch.stem)
+        found.append(StoredAttempt(subtask, version, patch, exact if exact.is_file() else None))
     return sorted(found, key=lambda a: (_natural(a.subtask_id), a.number))
 
 

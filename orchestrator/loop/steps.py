@@ -26,6 +26,7 @@ from orchestrator.loop.attempt import Attempt, Escalate, KeepBest, PutBack, Retr
 from orchestrator.loop.failure import fail, not_applied, repeated
 from orchestrator.loop.prompt import LastAttempt, focus_text, start_over
 from orchestrator.loop.reflecting import prompt_for, reflect_on, reflect_on_unapplied
+from orchestrator.loop.secrets_written import secret_written
 from orchestrator.loop.state import SubtaskState, task_text
 from reflection.llm import ModelError
 from reflection.pattern.evaluation import ReflectionEvaluation
@@ -138,6 +139,9 @@ async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
     tampered = s.judging.put_back(s.tree.keep)
     if tampered:  # the checks must stay the ones the run read, whatever the agent wrote
         await _rejected(s, a, executed, "config_tampered", tampered)
+    leaked = await anyio.to_thread.run_sync(secret_written, s.p.repo, s.tree.base, s.changed)
+    if leaked:  # never committed, whatever the checks say
+        await _rejected(s, a, executed, "secret_written", f"rejected: {leaked}")
 
 
 async def _linked_untouched(s: SubtaskState, a: Attempt) -> None:

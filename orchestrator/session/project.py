@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,8 @@ from orchestrator.tempfiles import sweep_dead
 from reflection.fileio import atomic_write
 from reflection.llm import ChatModel, preload_litellm
 from reflection.meter import Meter
+from reflection.secret_values import secrets_known
+from reflection.secrets_in_reach import secrets_in_reach
 from reflection.text import one_line
 
 
@@ -63,6 +66,7 @@ class ProjectSession:
     wiring: Wiring = field(init=False)
     killed_run: KilledRun = field(init=False)
     _lock: AgentLock | None = None
+    _closing: ExitStack = field(default_factory=ExitStack)
 
     # -- open -------------------------------------------------------------------------
 
@@ -72,6 +76,8 @@ class ProjectSession:
             raise UserError(f"{self.project_dir} is not a folder")
         self.repo = as_user_error(lambda: Repo(self.project_dir), EXIT_USAGE)
         self.project_dir = self.repo.root  # project.json is read from the top, even from a subfolder
+        # Masked by value in everything the run writes, from its first line on.
+        self._closing.enter_context(secrets_known(secrets_in_reach(self.project_dir)))
         self.repo.refresh_if_racy(Layout(self.project_dir).reflections)  # a fresh clone of a committed memory
         self.pending = as_user_error(lambda: Pending.note(self.repo), EXIT_USAGE)  # before the run writes there
         self.config = load_project_config(self.project_dir, self.overrides, self.notices)
@@ -120,6 +126,7 @@ class ProjectSession:
                      self.notices)
 
     def close(self) -> None:
+        self._closing.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None

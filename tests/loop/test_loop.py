@@ -112,26 +112,28 @@ def test_four_failures_escalate_and_restore_the_tree(git_repo, capsys):
     assert "ESCALATED" in capsys.readouterr().out
 
 
-TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # a GitHub token's shape
+CONTACT = "jane.doe@" + "acme-corp.com"  # personal data: masked wherever goldenloop writes it
 
 
-def test_an_escalation_whose_patch_lost_a_secret_to_redaction_says_how_to_apply_the_exact_one(git_repo, capsys):
+def test_an_escalation_whose_patch_lost_a_value_to_redaction_says_how_to_apply_the_exact_one(git_repo, capsys):
     # The saved patch may be shared; the exact diff stays in the attempt history, out of git.
-    reply = f"Read the token from settings.\n\nsettings.py\n<<<<<<< FILE\nTOKEN = \"{TOKEN}\"\n>>>>>>> FILE\n"
+    # (A credential written into a file is rejected before any patch: tests/loop/test_secrets_at_rest.py.)
+    reply = f"Name the maintainer.\n\nsettings.py\n<<<<<<< FILE\nCONTACT = \"{CONTACT}\"\n>>>>>>> FILE\n"
     repo = make_project(git_repo, [{"match": "Task T-1", "reply": reply}],
                         config={"reflexion": {"maxRetries": 0, "useLLM": False}})
 
     assert do_one_task(repo) == 1
 
     saved = (repo / ".openagents" / "escalations" / "T-1.patch").read_text()
-    assert TOKEN not in saved and "[REDACTED:" in saved
+    assert CONTACT not in saved and "[REDACTED:" in saved
     packet = (repo / ".openagents" / "escalations" / "T-1.md").read_text()
     command = "goldenloop history T-1 --subtask T-1.1 --patch 1 | git apply"
     assert f"so it does not apply as it is: `{command}` applies the exact one" in packet
+    assert all(CONTACT not in p.read_text() for p in (repo / ".openagents").rglob("*.patch"))
     capsys.readouterr()
     assert goldenloop(repo, "history", "T-1", "--subtask", "T-1.1", "--patch", "1") == 0
     subprocess.run(["git", "apply"], input=capsys.readouterr().out, text=True, cwd=repo, check=True)
-    assert TOKEN in (repo / "settings.py").read_text()
+    assert CONTACT in (repo / "settings.py").read_text()
 
 
 def test_reflexion_off_retries_with_the_raw_digest_only(git_repo):
