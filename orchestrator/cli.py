@@ -402,7 +402,19 @@ BACKLOG_COMMANDS = {
 
 
 do_one_task_main = _lazy(do_one_task_parser, "orchestrator.commands.do_one_task:do_one_task")
+def doctor_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="goldenloop doctor",
+        description="What this machine lets goldenloop guarantee, each tried for real: git, the sandbox that keeps "
+        "an agent in its worktree, an agent ending with goldenloop; in a project, its agent program.",
+        epilog="exit codes: 0 everything holds, 1 something does not (the line starting NO says what)",
+    )
+    parser.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")
+    return parser
+
+
 OTHER_COMMANDS = {
+    "doctor": _lazy(doctor_parser, "orchestrator.commands.doctor:run_doctor"),
     "memory": _lazy(memory_parser, "orchestrator.commands.memory:run_memory"),
     "history": _lazy(history_parser, "orchestrator.commands.history:run_history"),
     "checks": _lazy(checks_parser, "orchestrator.commands.checks:run_checks"),
@@ -427,6 +439,7 @@ the backlog:
   show          one task in full: subtasks, attempts, reflections, escalation
   reopen, retry put a blocked or closed task back to open
   checks        the tests failing now (baseline), and the known failures you waive
+  doctor        what this machine lets goldenloop guarantee: the agent's sandbox, tried
 memory and the reflect API:
   memory        reflections, lessons and rules: list, show, search, rules, prune, archive, export, migrate
   serve         the reflect API (docs/API.md)

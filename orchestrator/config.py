@@ -106,6 +106,11 @@ class ExecutorConfig(_ConfigModel):
     # Reflections reach an agent in its prompt file; with this on, also in the agent's own
     # memory file (CLAUDE.md, AGENTS.md, ...) for the attempt, put back afterwards.
     memory_file: bool = False
+    # An agent (a preset or a command) runs in a sandbox: it may change files only in the
+    # attempt's tree, the system's temporary folder, its own configuration folders and
+    # `writable` (docs/AGENTS.md "The sandbox"). false lets it write wherever you can.
+    sandbox: bool = True
+    writable: list[str] = Field(default_factory=list)
     max_context_bytes: int = Field(default=60_000, ge=1)
     # How the builtin executor asks the model to write its edits (docs/EDIT_FORMAT.md):
     # auto chooses by file size and by what the model managed before.

@@ -1,7 +1,10 @@
-"""goldenloop's files in the system's temporary folder, named after the process that made them.
+"""goldenloop's temporary files, named after the process that made them.
 
-A prompt file, an agent's scratch folder or a private index lives there while its step
-runs and is removed when the step ends. A run killed with SIGKILL removes nothing, so
+What an agent reads or writes (its prompt file, its scratch folder) lives in the system's
+temporary folder, which its sandbox lets it write. What only goldenloop uses (a private
+index, a patch being applied, the judge's exports) lives in `private_temp()`, in
+goldenloop's own folder outside it, where no agent can change it while goldenloop reads
+it. Each lives while its step runs and is removed when the step ends. A run killed with SIGKILL removes nothing, so
 each name carries its maker's pid and start time (`goldenloop-<kind>-<pid>.<start>-...`)
 and every run, as it opens, removes those whose maker is gone (`sweep_dead`): a pid
 used again since has another start time.
@@ -16,6 +19,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from orchestrator.private_home import private_home
+
 _NAME = re.compile(r"^goldenloop-[a-z]+-(\d+)\.(\d+)-")
 PROC = Path("/proc")
 
@@ -25,9 +30,18 @@ def temp_prefix(kind: str) -> str:
     return f"goldenloop-{kind}-{os.getpid()}.{_started(os.getpid()) or 0}-"
 
 
+def private_temp() -> Path:
+    """goldenloop's own temporary folder (made, mode 0700), outside what an agent may write."""
+    folder = private_home() / "tmp"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
+
+
 def sweep_dead(folder: Path | None = None) -> int:
-    """Remove the temporary files and folders of goldenloop processes that are gone; how many."""
-    folder = Path(tempfile.gettempdir()) if folder is None else folder
+    """Remove the temporary files and folders of goldenloop processes that are gone, from
+    `folder` (the system's and goldenloop's own temporary folders by default); how many."""
+    if folder is None:
+        return sweep_dead(Path(tempfile.gettempdir())) + sweep_dead(private_temp())
     removed = 0
     for entry in folder.glob("goldenloop-*"):
         found = _NAME.match(entry.name)

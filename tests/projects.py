@@ -123,6 +123,11 @@ def make_project(
             settings[key] = {**settings[key], **value}
         else:
             settings[key] = value
+    executor = settings.get("executor")
+    if isinstance(executor, dict) and executor.get("kind", "builtin") != "builtin":
+        # The test's agents keep their state beside the repository: theirs to write, as a
+        # user's agent writes its own folders (the sandbox's own tests grant nothing extra).
+        executor.setdefault("writable", [str(repo.parent)])
     (meta / "project.json").write_text(json.dumps(settings, indent=1))
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "project under test")

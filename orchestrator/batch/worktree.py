@@ -1,8 +1,9 @@
 """Git worktrees for parallel tasks: one worktree per worker, reused task after task.
 
-A worker's worktree is `<tmp>/goldenloop-worktrees/<repo>-<hash>/<name>`, outside the
-repository so that test discovery in the main tree never wanders into it, on a detached
-HEAD. Before each task it is reset to the base branch's tip (`reset --hard`, `clean`),
+A worker's worktree is `worktrees/<name>` in the project's own folder outside the repository
+(`orchestrator.private_home`): test discovery in the main tree never wanders into it, and
+an agent, whose sandbox lets it write the system's temporary folder, cannot reach another
+worker's. It is on a detached HEAD. Before each task it is reset to the base branch's tip (`reset --hard`, `clean`),
 which costs less than a worktree added and removed per task and needs no lock on the
 main checkout. When a task closes, its commits are put on the base branch's tip (a task's
 one commit made again there by git's merge of trees, more than one rebased) and
@@ -18,17 +19,16 @@ in the repository are provided: anything else would look like the attempt's own 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.git.provided import Provided
 from orchestrator.git.repo import NO_HOOKS, GitPlumbing, ReplayConflict
+from orchestrator.private_home import project_home
 
 BRANCH_PREFIX = "goldenloop/"
 
@@ -83,8 +83,7 @@ class Worktrees:
     def __init__(self, root: Path, *, link: Sequence[str] = (), copy: Sequence[str] = ()) -> None:
         self.root = root
         self.link, self.copy = tuple(link), tuple(copy)
-        digest = hashlib.sha256(str(root).encode()).hexdigest()[:10]
-        self.home = Path(tempfile.gettempdir()) / "goldenloop-worktrees" / f"{root.name}-{digest}"
+        self.home = project_home(root, make=False) / "worktrees"
         self._refs: GitPlumbing | None = None
         self._provided: Provided | None = None  # looked for once a run
 
@@ -119,7 +118,8 @@ class Worktrees:
         if path.exists():
             self._remove_path(path)
         base = self.head()
-        self.home.mkdir(parents=True, exist_ok=True)
+        project_home(self.root)  # readable by you alone
+        self.home.mkdir(exist_ok=True)
         # --force: a registered worktree whose folder is gone (a crash) is taken over.
         self._git("worktree", "add", "--force", "--quiet", "--detach", str(path), base)
         tree = Worktree(path, base)

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import anyio
@@ -41,6 +41,7 @@ from reflection.redact import redact
 from reflection.schema import FailureType
 
 logger = logging.getLogger("goldenloop.verify")
+Wrap = Callable[[list[str]], list[str]]  # a command line to the one that runs it (a sandbox)
 
 TERM_GRACE_S = 2.0  # time between SIGTERM and SIGKILL to the group
 LINGER_S = 1.0  # after the shell exits, how long background children may keep the pipe
@@ -280,12 +281,13 @@ async def _kill_group(process: Process) -> None:
         await process.wait()
 
 
-async def _start(command: str, cwd: Path, env: Mapping[str, str] | None) -> Process:
-    """The shell, leading a session of its own, known as a live session before it is
-    returned: until then its environment marks it as starting, so that another command
-    ending meanwhile does not take it for an escapee of its own and kill it."""
+async def _start(command: str, cwd: Path, env: Mapping[str, str] | None, wrap: Wrap | None) -> Process:
+    """The shell (under `wrap` when given), leading a session of its own, known as a live
+    session before it is returned: until then its environment marks it as starting, so that
+    another command ending meanwhile does not take it for an escapee of its own and kill it."""
+    argv = ["/bin/sh", "-c", command]
     with starting_command() as starting:
-        process = await anyio.open_process(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL,
+        process = await anyio.open_process(wrap(argv) if wrap else argv, stdin=subprocess.DEVNULL,
                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
                                            env={**_command_env(env), **starting}, start_new_session=True)
         announce(process.pid)  # the shell leads its own session: its pid is the session id
@@ -301,10 +303,12 @@ async def run_command(
     kind: Kind = "test",
     output_cap_bytes: int = DEFAULT_OUTPUT_CAP,
     env: Mapping[str, str] | None = None,
+    wrap: Wrap | None = None,
 ) -> CommandResult:
     """Run `command` through the shell in `cwd`, in its own process group, with a timeout.
 
     `env` replaces the inherited environment when given (PYTHONUNBUFFERED=1 is added).
+    `wrap` turns the shell's command line into the one started (an agent's sandbox).
     A program that does not exist is not an exception: the shell reports exit code 127.
     If the caller's scope is cancelled, the group is killed before the cancellation
     propagates.
@@ -312,7 +316,7 @@ async def run_command(
     started_at = time.monotonic()
     strangers = escaped_pids()  # children in sessions of their own that are not this command's
     try:
-        process = await _start(command, cwd, env)
+        process = await _start(command, cwd, env, wrap)
     except OSError as exc:
         logger.warning("could not start %r in %s: %s", command, cwd, exc)
         return CommandResult(

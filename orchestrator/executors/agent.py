@@ -22,8 +22,9 @@ from typing import Any
 from orchestrator.budget import Ledger
 from orchestrator.checks.verify import run_command
 from orchestrator.config import ExecutorConfig
-from orchestrator.executors.base import ExecutionRequest, ExecutionResult
 from orchestrator.executors.agent_end import diagnose
+from orchestrator.executors.base import ExecutionRequest, ExecutionResult
+from orchestrator.executors.confinement import Confinement, confinement
 from orchestrator.executors.memory_file import AgentMemory, reflections_block
 from orchestrator.executors.presets import DEFAULT_TURNS, PRESETS, Preset, Report, Scratch, Settings
 from orchestrator.executors.transcript import agent_transcript
@@ -65,13 +66,19 @@ class AgentExecutor:
     """Runs one coding agent preset per attempt."""
 
     def __init__(self, preset: Preset, settings: Settings, spend: Spend, *, timeout_s: float = 900.0,
-                 memory_file: bool = False) -> None:
+                 memory_file: bool = False, confined: Confinement | None = None) -> None:
         self.preset = preset
         self.name = preset.kind
         self.settings = settings
         self.spend = spend
         self.timeout_s = timeout_s
         self.memory_file = memory_file
+        self.confined = confined or confinement(preset.homes)
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether the kernel keeps its writes in its tree, its homes and the temporary folder."""
+        return self.confined.restrict
 
     def settings_now(self) -> Settings:
         """This attempt's settings: the budget is what is left now."""
@@ -88,9 +95,9 @@ class AgentExecutor:
             argv = self.preset.build(prompt, scratch, self.settings_now())
             memory = AgentMemory(request.repo_dir, self.preset.memory_file if block else None)
             caches = self._caches(request.repo_dir)
-            with memory.holding(block):
+            with memory.holding(block), self.confined.attempt(request.repo_dir, scratch.folder) as (wrap, env):
                 done = await run_command(shlex.join(argv), request.repo_dir, timeout_s=self.timeout_s,
-                                         kind="agent", env=self._env())
+                                         kind="agent", env={**self._env(), **env}, wrap=wrap)
             _remove(self._caches(request.repo_dir) - caches)
             report = self.preset.parse(done.output, scratch)
             transcript = agent_transcript(done.output, scratch)
@@ -135,11 +142,13 @@ def _cut(text: str | None) -> str | None:
 
 
 def agent_executor(config: ExecutorConfig, meters: Sequence[Meter], runlog: RunLog | None,
-                   limits: Sequence[Ledger]) -> AgentExecutor:
+                   limits: Sequence[Ledger], keep_out: Sequence[Path] = ()) -> AgentExecutor:
     """The executor for project.json's executor section of an agent kind."""
     preset = PRESETS[config.kind]
     settings = Settings(program=config.program or preset.program, model=config.agent_model,
                         max_turns=config.max_turns or DEFAULT_TURNS, permission_mode=config.permission_mode,
                         extra_args=tuple(config.extra_args))
     return AgentExecutor(preset, settings, Spend(meters, runlog, limits), timeout_s=config.timeout_seconds,
-                         memory_file=config.memory_file)
+                         memory_file=config.memory_file,
+                         confined=confinement(preset.homes, config.writable, sandbox=config.sandbox,
+                                              keep_out=keep_out))

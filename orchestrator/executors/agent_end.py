@@ -38,6 +38,7 @@ COMMON_ENVIRONMENT = (
     r"authentication_error|AuthenticationError",
     r"insufficient_quota|exceeded your current quota|credit balance is too low",
     r"not logged in|please run /login",
+    r"^goldenloop sandbox: ",  # its sandbox could not be set up: nothing ran
 )
 _FAILURE_WORDS = re.compile(r"error|failed|exception|abort|refused|denied|cannot|can't|unable", re.I)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from orchestrator.checks.verify import CommandResult, run_command
 from orchestrator.config import template_problem
 from orchestrator.executors.base import ExecutionRequest, ExecutionResult
+from orchestrator.executors.confinement import Confinement, confinement
 from orchestrator.executors.transcript import agent_transcript
 from orchestrator.tempfiles import temp_prefix
 from reflection.redact import redact
@@ -25,6 +26,7 @@ log = logging.getLogger("goldenloop.executors.command")
 
 _TAIL_LINES = 40
 COMMAND_NOT_FOUND = 127  # the shell's exit code when the program does not exist
+SANDBOX_FAILED = "goldenloop sandbox: "  # how the sandbox's wrapper starts the line saying why it ran nothing
 _TAIL_CHARS = 4000
 
 
@@ -33,10 +35,16 @@ class CommandExecutor:
 
     name = "command"
 
-    def __init__(self, template: str, *, timeout_s: float = 900.0) -> None:
+    def __init__(self, template: str, *, timeout_s: float = 900.0, confined: Confinement | None = None) -> None:
         _check_template(template)
         self.template = template
         self.timeout_s = timeout_s
+        self.confined = confined or confinement()
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether the kernel keeps its writes in its tree and the temporary folder."""
+        return self.confined.restrict
 
     def command_for(self, prompt_file: Path, repo_dir: Path) -> str:
         """The shell command for one attempt, with both placeholders shell-quoted."""
@@ -49,7 +57,9 @@ class CommandExecutor:
         try:
             command = self.command_for(prompt_file, request.repo_dir)
             log.info("attempt %d: running %s", request.attempt, command)
-            done = await run_command(command, request.repo_dir, timeout_s=self.timeout_s, kind="agent")
+            with self.confined.attempt(request.repo_dir) as (wrap, env):
+                done = await run_command(command, request.repo_dir, timeout_s=self.timeout_s, kind="agent",
+                                         env={**os.environ, **env}, wrap=wrap)
         finally:
             prompt_file.unlink(missing_ok=True)
         executed = execution_result(done, self.timeout_s)
@@ -76,8 +86,11 @@ def execution_result(done: CommandResult, timeout_s: float) -> ExecutionResult:
     if done.ok:
         return ExecutionResult(ok=True, reply=done.output)
     missing = not done.started or done.exit_code == COMMAND_NOT_FOUND
+    unsandboxed = SANDBOX_FAILED in done.output and not done.timed_out
     if done.timed_out:
         reason = f"agent command timed out after {timeout_s:g}s"
+    elif unsandboxed:
+        reason = "the agent was not started: its sandbox could not be set up"
     elif missing:
         reason = "the agent program could not be started (is it installed and on PATH?)"
     else:
@@ -86,7 +99,7 @@ def execution_result(done: CommandResult, timeout_s: float) -> ExecutionResult:
     error = f"{reason}: {done.command}"
     if tail:
         error += f"\n--- last output ---\n{tail}"
-    kind = "environment" if missing and not done.timed_out else "agent"
+    kind = "environment" if (missing or unsandboxed) and not done.timed_out else "agent"
     return ExecutionResult(ok=False, error=error, reply=done.output, failure_kind=kind, timed_out=done.timed_out)
 
 

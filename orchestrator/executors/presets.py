@@ -94,6 +94,9 @@ class Preset:
     noise: tuple[str, ...] = ()
     # Variables it needs to run unattended; the user's own environment wins.
     env: dict[str, str] = field(default_factory=dict, hash=False)
+    # Where in the home folder it keeps its login, settings, sessions and caches (a folder
+    # ends in "/"): writable in its sandbox (orchestrator/executors/confinement.py).
+    homes: tuple[str, ...] = ()
 
 
 # -- Claude Code: `claude -p ... --output-format json` ----------------------------------
@@ -348,21 +351,24 @@ _MINI_ENV = {**_LOCAL_PRICES, "MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING":
 
 PRESETS: dict[str, Preset] = {
     "claude-code": Preset("claude-code", "claude", _claude_argv, _claude_report, memory_file="CLAUDE.md",
-                          environment=_CLAUDE_ENVIRONMENT, env=_CLAUDE_ENV),
+                          environment=_CLAUDE_ENVIRONMENT, env=_CLAUDE_ENV,
+                          homes=(".claude/", ".claude.json", ".claude.json.backup", ".cache/claude/",
+                                 ".config/claude/")),
     "codex": Preset("codex", "codex", _codex_argv, _codex_report, memory_file="AGENTS.md",
-                    environment=_CODEX_ENVIRONMENT, noise=_CODEX_NOISE),
+                    environment=_CODEX_ENVIRONMENT, noise=_CODEX_NOISE, homes=(".codex/",)),
     "aider": Preset("aider", "aider", _aider_argv, _aider_report, caches=(".aider.tags.cache.v*",),
                     environment=(r"litellm\.NotFoundError",), gave_up=_AIDER_GAVE_UP,
                     # its model-info download, which fails offline and changes nothing
-                    noise=(r"model_prices_and_context_window\.json",), env={**_WIDE, **_LOCAL_PRICES}),
+                    noise=(r"model_prices_and_context_window\.json",), env={**_WIDE, **_LOCAL_PRICES},
+                    homes=(".aider/", ".aider.chat.history.md", ".aider.input.history", ".cache/aider/")),
     "mini-swe-agent": Preset("mini-swe-agent", "mini", _mini_argv, _mini_report, env=_MINI_ENV,
                              environment=(r"^Aborted\.?$",  # its first-run wizard, with no terminal
                                           r"litellm\.NotFoundError", r"Error calculating cost for model"),
                              # its tracebacks' framed source lines, which name exceptions never raised
-                             noise=(r"^[│╭╰]",)),
+                             noise=(r"^[│╭╰]",), homes=(".config/mini-swe-agent/", ".cache/mini-swe-agent/")),
     "openhands": Preset("openhands", "openhands", _openhands_argv, _openhands_report, memory_file="AGENTS.md",
                         environment=_OPENHANDS_ENVIRONMENT, noise=_OPENHANDS_NOISE,
-                        env=_OPENHANDS_ENV),
+                        env=_OPENHANDS_ENV, homes=(".openhands/", ".cache/openhands/")),
 }
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from orchestrator.tempfiles import sweep_dead, temp_prefix
+from orchestrator.tempfiles import private_temp, sweep_dead, temp_prefix
 
 logger = logging.getLogger("goldenloop.repo")
 
@@ -236,7 +236,7 @@ class GitPlumbing:
     def _seeded_index(self, rev: str, replaced: Iterable[str] | None) -> Iterator[tuple[dict[str, str], Seed]]:
         """`_scratch_index`, and the identity of the user's index file it copies when it is
         that file plus whatever the caller stages (None: it was read from `rev`'s tree)."""
-        with tempfile.TemporaryDirectory(prefix=temp_prefix("index")) as tmp:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("index"), dir=private_temp()) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             usable, seed = self._copy_user_index(rev, None if replaced is None else set(replaced), env)
             if not usable:
@@ -549,7 +549,7 @@ class Repo(GitPlumbing):
         """Apply a `snapshot` to the working tree (normally right after `restore`)."""
         if not patch.strip():
             return
-        with tempfile.TemporaryDirectory(prefix=temp_prefix("patch")) as tmp:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("patch"), dir=private_temp()) as tmp:
             patch_file = Path(tmp) / "snapshot.patch"
             patch_file.write_bytes(os.fsencode(patch))
             try:

@@ -1,7 +1,8 @@
 """The judge's tree: a folder holding exactly the files of one tree object, where the
 checks run.
 
-It lives outside the repository, in a folder no agent was given, and is written by
+It lives outside the repository and the system's temporary folder, in goldenloop's own
+(`orchestrator.tempfiles.private_temp`), which no agent may write, and is written by
 goldenloop from git's objects, byte for byte, before every run of the checks:
 
 - the blobs are read with `cat-file --batch` and their hashes checked, so a replaced or
@@ -38,7 +39,7 @@ from pathlib import Path
 
 from orchestrator.git.provided import Provided
 from orchestrator.git.repo import GitPlumbing, RepoError
-from orchestrator.tempfiles import temp_prefix
+from orchestrator.tempfiles import private_temp, temp_prefix
 
 SOURCE_FOLDERS = ("src",)  # a src/ layout's packages: imported from the export, never the checkout
 LINK, GITLINK, EXECUTABLE = "120000", "160000", "100755"
@@ -51,7 +52,7 @@ class JudgeTree:
 
     def __init__(self, repo: GitPlumbing, provided: Provided | None = None, home: Path | None = None) -> None:
         self.repo, self.provided = repo, provided
-        self.home = Path(tempfile.mkdtemp(prefix=temp_prefix("judge"), dir=home))
+        self.home = Path(tempfile.mkdtemp(prefix=temp_prefix("judge"), dir=home or private_temp()))
         self.path = self.home / "tree"
         self.path.mkdir()
         self.tree: str | None = None  # the tree it holds, once checked out

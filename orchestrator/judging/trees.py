@@ -31,7 +31,7 @@ from orchestrator.judging.test_paths import (
     plugin_modules,
     runner_section,
 )
-from orchestrator.tempfiles import temp_prefix
+from orchestrator.tempfiles import private_temp, temp_prefix
 
 
 def _split_z(output: str) -> list[str]:
@@ -121,7 +121,7 @@ class SessionTrees:
         `remove`: the paths removed, whatever `source` holds."""
         if not paths:
             return onto
-        with tempfile.TemporaryDirectory(prefix=temp_prefix("index")) as tmp:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("index"), dir=private_temp()) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             self.repo.git("read-tree", onto, env=env)
             listed = "" if remove else self.repo.git("ls-tree", "-r", "-z", "--full-tree", source, "--", *paths)

@@ -90,13 +90,17 @@ def focus_text(task: Task, plan: SubtaskPlan, subtask: Subtask) -> str:
     return "\n".join(part for part in parts if part)
 
 
-def checks_block(commands: Sequence[str]) -> str:
-    """For an agent that explores the repository itself: how its work will be judged."""
-    if not commands:
-        return ""
-    lines = ["## How the work is checked", "These commands must pass when you are done:"]
-    lines += [f"- `{c}`" for c in commands]
-    return "\n".join(lines)
+def checks_block(commands: Sequence[str], *, sandboxed: bool = False) -> str:
+    """For an agent that explores the repository itself: how its work will be judged, and
+    (in its sandbox) what it cannot do, so that it neither tries nor works around it."""
+    lines = ["## How the work is checked"]
+    if commands:
+        lines += ["These commands must pass when you are done:", *(f"- `{c}`" for c in commands)]
+    if sandboxed:
+        lines.append("You can change files only in this folder and the temporary folder, and cannot install "
+                     "packages. If the change needs a new dependency, add it to the project's dependency file "
+                     "(pyproject.toml, requirements.txt, package.json, ...) and name it in your last message.")
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 LISTED = 10  # test ids named in one line

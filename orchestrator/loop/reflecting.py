@@ -98,7 +98,7 @@ def prompt_for(s: SubtaskState, last: LastAttempt | None) -> str:
         block = service.format_for_prompt(recalled(s, service.max_per_retry))
     memory = s.p.memory
     checks = "" if c.executor.kind == "builtin" else checks_block(  # an agent finds its own way: say the goal
-        [*c.typecheck_commands, *c.test_commands])
+        [*c.typecheck_commands, *c.test_commands], sandboxed=getattr(s.p.executor, "sandboxed", False))
     failing = sorted(s.baseline.failing_tests) if s.baseline else []  # the preflight's: the same every attempt
     about = s.judge.about().tests if s.baseline else frozenset()
     before = baseline_block(sorted(about), [t for t in failing if t not in about],

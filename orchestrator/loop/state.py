@@ -112,7 +112,11 @@ class SubtaskState:
 
     @property
     def shares_links(self) -> bool:
-        """Whether the judge's tree links paths of the checkout (`worktree.link`: a `.venv`)."""
+        """Whether the judge's tree links paths of the checkout (`worktree.link`: a `.venv`)
+        that the attempt could change: an agent in its sandbox cannot."""
+        in_worktree = self.p.repo.root != self.p.project_dir  # the checkout's own .venv is beneath the grant
+        if in_worktree and getattr(self.p.executor, "sandboxed", False):
+            return False
         judges = self.p.judges
         return judges is not None and judges.provided is not None and bool(judges.provided.link)
 

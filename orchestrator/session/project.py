@@ -124,6 +124,12 @@ class ProjectSession:
                                 "they need a model (reflexion.enabled and reflexion.useLLM)")
         prune_memory(self.project_dir, self.config, self.wiring.memory_url, self.wiring.opened_memory,
                      self.notices)
+        if self.config.executor.kind != "builtin":  # an agent program: said once a run
+            from orchestrator.executors.confinement import sandbox_notice
+
+            notice = sandbox_notice(self.config.executor.sandbox)
+            if notice:
+                self.notices.append(notice)
 
     def close(self) -> None:
         self._closing.close()

@@ -128,12 +128,15 @@ class Wiring:
         c = self.config
         if c.executor.kind == "command":
             from orchestrator.executors.command import CommandExecutor
+            from orchestrator.executors.confinement import confinement
 
-            return CommandExecutor(c.executor.command or "", timeout_s=c.executor.timeout_seconds)
+            return CommandExecutor(c.executor.command or "", timeout_s=c.executor.timeout_seconds,
+                                   confined=confinement((), c.executor.writable, sandbox=c.executor.sandbox,
+                                                          keep_out=[self.project_dir]))
         if c.executor.kind != "builtin":  # a coding agent preset, metered and limited like the model
             from orchestrator.executors.agent import agent_executor
 
-            return agent_executor(c.executor, model.meters, model.runlog, model.limits)
+            return agent_executor(c.executor, model.meters, model.runlog, model.limits, keep_out=[self.project_dir])
         from orchestrator.executors.builtin import BuiltinExecutor
 
         return BuiltinExecutor(model, max_context_bytes=c.executor.max_context_bytes,

@@ -1,0 +1,104 @@
+"""An agent in goldenloop's sandbox, as a user meets it: `do-one-task` on a real repository
+with an agent command that fixes the bug and also reaches outside its tree."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from projects import CALC, do_one_task, git, make_project, tasks_on_disk
+
+from orchestrator.sandbox import abi, unavailable_reason
+
+landlock = pytest.mark.skipif(abi() == 0, reason=f"no Landlock here: {unavailable_reason()}")
+FIXED = CALC.replace("a - b", "a + b")
+
+# Fixes calc.py, then tries what a careless or hostile agent tries: a file beside the
+# repository, and the system's temporary folder; its own TMPDIR is for it to use.
+AGENT = """import os, pathlib, sys, tempfile
+outside = pathlib.Path(sys.argv[1])
+pathlib.Path("calc.py").write_text(pathlib.Path(sys.argv[2]).read_text())
+for target in (outside / "stray.txt", pathlib.Path("/tmp") / "goldenloop-test-stray.txt"):
+    try:
+        target.write_text("written by the agent")
+        print("wrote", target)
+    except PermissionError:
+        print("refused", target)
+with tempfile.NamedTemporaryFile("w") as scratch:
+    scratch.write("its own temporary file")
+    print("temp ok in", os.path.dirname(scratch.name))
+"""
+
+
+def sandboxed_project(git_repo: Path, tmp_path: Path, **executor: object) -> tuple[Path, Path]:
+    outside = tmp_path / "beside-the-checkout"
+    outside.mkdir()
+    (tmp_path / "agent.py").write_text(AGENT)
+    (tmp_path / "fixed.txt").write_text(FIXED)
+    command = f"{sys.executable} {tmp_path / 'agent.py'} {outside} {tmp_path / 'fixed.txt'} {{prompt_file}}"
+    config = {"executor": {"kind": "command", "command": command, "writable": [], **executor},
+              "reflexion": {"useLlm": False}}
+    return make_project(git_repo, [], config=config), outside
+
+
+@landlock
+def test_an_agent_writes_its_tree_and_nothing_beside_it(git_repo: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    repo, outside = sandboxed_project(git_repo, tmp_path)
+    assert do_one_task(repo) == 0
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert git(repo, "show", "HEAD:calc.py") == FIXED
+    assert list(outside.iterdir()) == []
+    assert not Path("/tmp/goldenloop-test-stray.txt").exists()
+    said = capsys.readouterr().out
+    assert "without a sandbox" not in said and "sandbox is false" not in said
+
+
+def test_a_project_that_switches_the_sandbox_off_is_told_so_once(git_repo: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    repo, outside = sandboxed_project(git_repo, tmp_path, sandbox=False)
+    try:
+        assert do_one_task(repo) == 0
+        said = capsys.readouterr().out
+        assert said.count("executor.sandbox is false: the agent may change any file you can") == 1
+        assert (outside / "stray.txt").read_text() == "written by the agent"
+    finally:
+        Path("/tmp/goldenloop-test-stray.txt").unlink(missing_ok=True)
+
+
+# An agent in a parallel worker's worktree that finds the user's checkout through git and
+# tries to change it: a stray file, the README, and a waiver of every test in project.json.
+ESCAPING = """import pathlib, subprocess, sys
+common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+checkout = pathlib.Path(common).parent
+for name, text in (("stray.txt", "x"), ("README.md", "rewritten"),
+                   (".openagents/project.json", '{"checks": {"knownFailures": ["*"]}}')):
+    try:
+        (checkout / name).write_text(text)
+        print("wrote", checkout / name)
+    except PermissionError:
+        print("refused", checkout / name)
+pathlib.Path("calc.py").write_text(pathlib.Path(sys.argv[1]).read_text())
+"""
+
+
+@landlock
+def test_a_parallel_worker_cannot_reach_the_users_checkout(git_repo: Path, tmp_path: Path) -> None:
+    from orchestrator.cli import overnight_main
+
+    (tmp_path / "agent.py").write_text(ESCAPING)
+    (tmp_path / "fixed.txt").write_text(FIXED)
+    command = f"{sys.executable} {tmp_path / 'agent.py'} {tmp_path / 'fixed.txt'} {{prompt_file}}"
+    config = {"executor": {"kind": "command", "command": command, "writable": []}, "reflexion": {"useLlm": False}}
+    repo = make_project(git_repo, [], config=config)
+    readme, settings = (repo / "README.md").read_bytes(), (repo / ".openagents" / "project.json").read_bytes()
+
+    assert overnight_main([str(repo), "--parallel", "2", "--max-tasks", "1"]) == 0
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert git(repo, "show", "HEAD~1:calc.py") == FIXED or git(repo, "show", "HEAD:calc.py") == FIXED
+    assert not (repo / "stray.txt").exists()
+    assert (repo / "README.md").read_bytes() == readme
+    assert (repo / ".openagents" / "project.json").read_bytes() == settings
+    assert git(repo, "status", "--porcelain") == ""
