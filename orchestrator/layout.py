@@ -95,9 +95,6 @@ class Layout:
     def bookkeeping_marker(self) -> Path:
         return self.journals / "bookkeeping.json"  # a bookkeeping commit in progress
 
-    def recovered(self, run_id: str) -> Path:
-        return self.root / "recovered" / safe_name(run_id)  # bytes an undo would have lost
-
     def journal(self, task_id: str) -> Path:
         return self.journals / f"{safe_name(task_id)}.json"
 

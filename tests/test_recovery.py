@@ -15,11 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import orjson
 import pytest
-from projects import CALC, do_one_task, git, make_project, run_events, tasks_on_disk
-
-from orchestrator.recovery.journal import SLACK_S
+from projects import CALC, do_one_task, git, make_project, tasks_on_disk
 
 pytestmark = pytest.mark.slow
 PY = sys.executable
@@ -111,60 +108,39 @@ def git_that_kills_its_caller(tmp_path: Path, when: str, *, before: bool = False
     return f"{wrapper}:{os.environ['PATH']}"
 
 
-def after_the_run_died() -> None:
-    """The user comes back later than any write the dead run could still have made."""
-    time.sleep(SLACK_S + 0.3)
+def checkout_files(repo: Path) -> dict[str, bytes]:
+    """Every file of the checkout outside .git and .openagents, with its bytes."""
+    skipped = {".git", ".openagents", "__pycache__", ".pytest_cache"}
+    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted(repo.rglob("*"))
+            if p.is_file() and not skipped & set(p.relative_to(repo).parts)}
 
 
-def test_recovery_keeps_the_work_the_user_did_after_the_kill(git_repo: Path, tmp_path: Path) -> None:
-    repo, state = agent_project(git_repo, tmp_path)
-    first = start(repo)
+def test_a_kill_and_the_next_run_leave_every_byte_of_yours_in_place(git_repo: Path, tmp_path: Path) -> None:
+    # Your uncommitted edit of a tracked file and a new file, while an attempt that rewrites
+    # the README runs in its worktree; a kill; more of your work after it; the next run.
+    repo, state = agent_project(git_repo, tmp_path, mode="overwrite")
+    (repo / "README.md").write_bytes(b"my uncommitted work\r\nwith its own line ends\r\n")
+    (repo / "notes.txt").write_bytes(b"my untracked notes\n")
+    first = start(repo, "--allow-dirty")
     wait_for(state / "agent", first)
+    yours = checkout_files(repo)
+    assert yours["calc.py"] == CALC.encode()  # the half-way attempt is in its worktree, not here
     kill(first)
-    after_the_run_died()
-    (repo / "mine.txt").write_bytes(b"my new file\n")
-    (repo / "README.md").write_bytes(b"my edit of a clean file\n")
+    assert checkout_files(repo) == yours
+    (repo / "after.txt").write_bytes(b"written after the crash\n")
+    yours = checkout_files(repo)
 
-    assert do_one_task(repo) == 4  # the user's work is uncommitted: refused, nothing touched
-    assert (repo / "mine.txt").read_bytes() == b"my new file\n"
-    assert (repo / "README.md").read_bytes() == b"my edit of a clean file\n"
-
+    assert do_one_task(repo) == 4  # uncommitted work of yours: refused, nothing touched
+    assert checkout_files(repo) == yours
     assert do_one_task(repo, "--allow-dirty") == 0
-    assert (repo / "mine.txt").read_bytes() == b"my new file\n"
-    assert (repo / "README.md").read_bytes() == b"my edit of a clean file\n"
-    assert not (repo / "agent_scratch.md").exists()  # the killed attempt's own file is gone
     (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
     assert git(repo, "show", "--name-only", "--format=", sha).split() == ["calc.py"]
+    assert checkout_files(repo) == {**yours, "calc.py": FIXED.encode()}  # the fix landed, and only it
+    assert not (repo / ".openagents" / "recovered").exists()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1  # the dead run's is gone
 
 
-def kept_folder(printed: str, repo: Path) -> Path:
-    """The folder the run said it kept files in (one line per undo)."""
-    (line,) = [line for line in printed.splitlines() if "as they were before the undo, in " in line]
-    return repo / line.split(" in ", 1)[1].split(": ", 1)[0]
-
-
-def test_a_users_edits_right_after_the_kill_are_kept_whatever_recovery_undoes(
-    git_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    repo, state = agent_project(git_repo, tmp_path)
-    first = start(repo)
-    wait_for(state / "agent", first)
-    kill(first)
-    (repo / "mine.txt").write_bytes(b"my new file\n")  # at once: inside the dead run's last heartbeat
-    (repo / "calc.py").write_bytes(b"def add(a, b):\n    return a + b  # my own fix\n")
-    alive_at = orjson.loads((repo / ".openagents" / "journal" / "T-1.json").read_bytes())["alive"]
-    for name in ("mine.txt", "calc.py"):  # however slow this machine: inside that window
-        os.utime(repo / name, (alive_at, alive_at))
-
-    assert do_one_task(repo) == 0
-    kept = kept_folder(capsys.readouterr().out, repo)
-    assert (kept / "mine.txt").read_bytes() == b"my new file\n"
-    assert (kept / "calc.py").read_bytes() == b"def add(a, b):\n    return a + b  # my own fix\n"
-    assert "recovered/" in (repo / ".openagents" / ".gitignore").read_text()
-    assert git(repo, "status", "--porcelain") == ""  # kept out of git's sight, and out of the commits
-
-
-def test_ctrl_c_keeps_what_you_wrote_while_the_attempt_ran(git_repo: Path, tmp_path: Path) -> None:
+def test_ctrl_c_leaves_your_checkout_as_it_is(git_repo: Path, tmp_path: Path) -> None:
     repo, state = agent_project(git_repo, tmp_path)
     first = start(repo)
     wait_for(state / "agent", first)
@@ -173,8 +149,9 @@ def test_ctrl_c_keeps_what_you_wrote_while_the_attempt_ran(git_repo: Path, tmp_p
     out, _ = first.communicate(timeout=WAIT_S)
 
     assert first.returncode == 130
-    assert (kept_folder(out, repo) / "calc.py").read_bytes() == b"def add(a, b):\n    return a + b  # mine\n"
-    assert (repo / "calc.py").read_text() == CALC  # the attempt undone, as promised
+    assert "your checkout left as it was" in out
+    assert (repo / "calc.py").read_bytes() == b"def add(a, b):\n    return a + b  # mine\n"
+    assert tasks_on_disk(repo)["T-1"]["status"] == "open"
 
 
 def test_the_prompt_file_of_a_killed_run_is_removed_by_the_next_run(
@@ -193,55 +170,22 @@ def test_the_prompt_file_of_a_killed_run_is_removed_by_the_next_run(
     assert list(temp.glob("goldenloop-*")) == []
 
 
-def test_the_users_uncommitted_file_overwritten_by_a_killed_attempt_comes_back(
-    git_repo: Path, tmp_path: Path
-) -> None:
-    repo, state = agent_project(git_repo, tmp_path, mode="overwrite")
-    (repo / "README.md").write_bytes(b"my uncommitted work\r\nwith its own line ends\r\n")
-    first = start(repo, "--allow-dirty")
-    wait_for(state / "agent", first)
-    kill(first)
-    assert (repo / "README.md").read_text() == "the agent rewrote this\n"
-
-    after_the_run_died()
-    assert do_one_task(repo, "--allow-dirty") == 0
-    assert (repo / "README.md").read_bytes() == b"my uncommitted work\r\nwith its own line ends\r\n"
-    restored = [e for e in run_events(repo) if e["event"] == "restored"]
-    assert restored[-1]["userFilesPutBack"] == ["README.md"]
-
-
-def test_recovery_that_cannot_tell_whose_change_it_is_stops_and_changes_nothing(
-    git_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    repo, state = agent_project(git_repo, tmp_path, mode="delete")
-    first = start(repo)
-    wait_for(state / "agent", first)
-    kill(first)
-    after_the_run_died()
-    (repo / "mine.txt").write_bytes(b"written after the crash\n")  # the folder of the deletion changes too
-
-    assert do_one_task(repo, "--allow-dirty") == 4
-    assert "cannot tell whether the killed run of T-1 or you removed README.md" in capsys.readouterr().err
-    assert not (repo / "README.md").exists() and (repo / "mine.txt").read_bytes() == b"written after the crash\n"
-    assert (repo / "agent_scratch.md").exists()  # nothing was undone on a guess
-
-
-def test_a_kill_between_the_index_and_the_ref_never_stages_the_fix_undone(git_repo: Path, tmp_path: Path) -> None:
+def test_a_kill_during_the_attempts_commit_never_reaches_your_branch(git_repo: Path, tmp_path: Path) -> None:
     repo, state = agent_project(git_repo, tmp_path)
     (state / "runs").write_text("1")  # the agent writes the fix at once
-    # Killed between the commit's two steps on the user's side: its index written, HEAD not moved.
+    head = git(repo, "rev-parse", "HEAD")
+    # Killed between the commit's two steps in the task's worktree: its index written, its HEAD not moved.
     first = start(repo, env={"PATH": git_that_kills_its_caller(tmp_path, "update-ref*", before=True)})
     first.communicate(timeout=WAIT_S)
     assert first.returncode == -signal.SIGKILL
-    staged = git(repo, "diff", "--cached", "HEAD", "--", "calc.py")
-    assert "-    return a + b" not in staged  # your next `git commit` would not revert the fix
+    assert git(repo, "rev-parse", "HEAD") == head  # only the run's own backlog is left uncommitted:
+    assert [line for line in git(repo, "status", "--porcelain").splitlines() if ".openagents/" not in line] == []
 
-    assert do_one_task(repo) == 0  # the killed run's commit is finished, not made again
+    assert do_one_task(repo) == 0  # the commit is made again by the task's next run
     assert git(repo, "status", "--porcelain") == ""  # index, tree and HEAD agree
-    assert git(repo, "diff", "--cached", "--name-only") == ""
     (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
     assert git(repo, "show", f"{sha}:calc.py") == FIXED
-    assert (state / "runs").read_text() == "2"  # the agent ran once: its work was not lost
+    assert (state / "runs").read_text() == "3"  # the agent ran again: the worktree's commit never landed
 
 
 def test_no_process_of_an_agent_outlives_a_goldenloop_killed_with_sigkill(git_repo: Path, tmp_path: Path) -> None:
@@ -351,20 +295,20 @@ def test_a_check_leaves_no_process_even_through_a_chain_of_escapes(git_repo: Pat
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_the_journal_and_its_copies_of_your_files_are_never_committed(git_repo: Path, tmp_path: Path) -> None:
+def test_the_journal_holds_no_copy_of_your_files_and_is_never_committed(git_repo: Path, tmp_path: Path) -> None:
     repo, state = agent_project(git_repo, tmp_path, mode="overwrite")
     (repo / "README.md").write_text("my private draft\n")
     first = start(repo, "--allow-dirty")
     wait_for(state / "agent", first)
     kill(first)
-    copies = list((repo / ".openagents" / "journal").rglob("*"))
-    assert any(c.is_file() and c.read_text() == "my private draft\n" for c in copies)
+    journal = [p for p in (repo / ".openagents" / "journal").rglob("*") if p.is_file()]
+    assert journal and not any(b"my private draft" in p.read_bytes() for p in journal)
 
-    after_the_run_died()
     assert do_one_task(repo, "--allow-dirty") == 0
     tracked = git(repo, "ls-files", ".openagents").split()
     assert not [t for t in tracked if "journal" in t]
     assert "journal/" in (repo / ".openagents" / ".gitignore").read_text()
+    assert (repo / "README.md").read_text() == "my private draft\n"
 
 
 def test_a_kill_during_the_bookkeeping_commit_leaves_no_stale_index(git_repo: Path, tmp_path: Path) -> None:
@@ -382,26 +326,22 @@ def test_a_kill_during_the_bookkeeping_commit_leaves_no_stale_index(git_repo: Pa
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
 
 
-def test_a_commit_made_after_the_kill_stays_in_history_and_the_refusal_names_the_runs_leftovers(
-    git_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_commit_made_after_the_kill_stays_in_history_and_the_task_runs_on_top_of_it(
+    git_repo: Path, tmp_path: Path
 ) -> None:
     repo, state = agent_project(git_repo, tmp_path)
     first = start(repo)
     wait_for(state / "agent", first)
     kill(first)
-    after_the_run_died()
     (repo / "README.md").write_text("my edit\n")
-
-    assert do_one_task(repo) == 4
-    err = capsys.readouterr().err
-    assert "uncommitted changes of yours (README.md)" in err
-    assert "agent_scratch.md" in err and "made by a killed run" in err
-
-    git(repo, "commit", "-qm", "my readme", "--", "README.md")  # right away: no guess may undo it
+    git(repo, "commit", "-qm", "my readme", "--", "README.md")  # right away: nothing may undo it
     mine = git(repo, "rev-parse", "HEAD").strip()
-    do_one_task(repo, "--allow-dirty")
+
+    assert do_one_task(repo) == 0
     assert mine in git(repo, "log", "--format=%H").split()
-    assert git(repo, "show", f"{mine}:README.md") == "my edit\n"
+    assert git(repo, "show", "HEAD:README.md") == "my edit\n"
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "rev-parse", f"{sha}~1").strip() == mine
 
 
 REVISING_AGENT = """import os, pathlib, sys, time

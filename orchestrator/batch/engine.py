@@ -32,7 +32,7 @@ import orjson
 from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
 from orchestrator.batch.summary import RepoReport
-from orchestrator.batch.worktree import Landing, MergeConflict, Worktree, Worktrees
+from orchestrator.batch.worktree import Landing, MergeConflict, NotLanded, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
 from orchestrator.checks.convergence import StopReason
 from orchestrator.git.repo import Repo
@@ -99,7 +99,7 @@ class RepoRun:
         self.infra_failures = 0
         self.environment_failures: list[str] = []  # the same environment failure, task after task
         w = c.worktree
-        self.worktrees = Worktrees(session.project_dir, link=w.link, copy=w.copy_) if parallel > 1 else None
+        self.worktrees = Worktrees(session.project_dir, link=w.link, copy=w.copy_)
         self.trees: list[Worktree] = []  # every worker's, removed when the run ends
         self.main_lock = threading.Lock()  # the workers may run on event loops of their own
 
@@ -136,25 +136,36 @@ class RepoRun:
     # -- running --------------------------------------------------------------------
 
     async def run(self) -> RepoReport:
-        if self.parallel == 1:
-            await self.worker()
-        else:
-            self.clean_stale_worktrees()
+        try:
+            if self.parallel == 1:  # one worker on this loop
+                await self.worker(Slot("worker-1"))
+                return self.report
             # Alone in the run, each worker gets an event loop of its own; beside other
             # repositories, the run-wide task slots are the main loop's.
             start = self.worker if self.slots else self.worker_in_own_loop
-            try:
-                with litellm_home(asyncio.get_running_loop()):  # model calls stay on this loop
-                    async with anyio.create_task_group() as group:
-                        for n in range(self.parallel):
-                            group.start_soon(start, Slot(f"worker-{n + 1}"))
-            finally:
-                # Parallel workers share one bookkeeping commit at the end: one per task
-                # would serialise them on the main checkout and force a rebase each.
-                with anyio.CancelScope(shield=True):
-                    await self.on_main(self.remove_worktrees)
-                    await self.on_main(self.session.commit_bookkeeping, f"run {self.report.run_id}")
+            with litellm_home(asyncio.get_running_loop()):  # model calls stay on this loop
+                async with anyio.create_task_group() as group:
+                    for n in range(self.parallel):
+                        group.start_soon(start, Slot(f"worker-{n + 1}"))
+        finally:
+            await self.end(f"run {self.report.run_id}")
         return self.report
+
+    async def run_one(self, task: Task) -> TaskOutcome:
+        """`do-one-task`: `task` alone, in a worktree of its own, landed when it closes."""
+        self.running.add(task.id)
+        try:
+            return await self.run_task(task, Slot("worker-1"))
+        finally:
+            await self.end(task.id)
+
+    async def end(self, label: str) -> None:
+        """The worktrees removed and the backlog committed, however the run ends. Parallel
+        workers share one bookkeeping commit: one per task would serialise them on the main
+        checkout and force a rebase each."""
+        with anyio.CancelScope(shield=True):
+            await self.on_main(self.remove_worktrees)
+            await self.on_main(self.session.commit_bookkeeping, label)
 
     def nothing_ready(self) -> str:
         """Why no task is left to run: an empty backlog, or tasks that cannot run (as the fleet says it)."""
@@ -163,7 +174,7 @@ class RepoRun:
             return "backlog empty"
         return f"no task left ready: {len(left)} not closed, blocked or waiting on a task that is not closed"
 
-    async def worker(self, slot: Slot | None = None) -> None:
+    async def worker(self, slot: Slot) -> None:
         while not self.report.stop_reason:  # another worker may have stopped the run
             reason = self.stop_reason()
             if reason:
@@ -185,6 +196,8 @@ class RepoRun:
             finally:
                 self.running.discard(task.id)
             self.record(outcome)
+            if self.parallel == 1:  # alone on the checkout: the backlog committed task by task
+                await self.on_main(self.session.commit_bookkeeping, task.id)
 
     async def worker_in_own_loop(self, slot: Slot) -> None:
         """`worker` on an event loop in a thread of its own: what blocks one worker's loop
@@ -220,25 +233,21 @@ class RepoRun:
                 self.budget.started_tasks += 1
             return task
 
-    async def run_with_deadline(self, task: Task, slot: Slot | None = None) -> TaskOutcome:
+    async def run_with_deadline(self, task: Task, slot: Slot) -> TaskOutcome:
         left = self.budget.seconds_left(self.own_seconds)
         started = time.monotonic()
         with anyio.move_on_after(left if left is not None else float("inf")) as scope:
             return await self.run_task(task, slot)
         assert scope.cancelled_caught
         self.session.runlog.event("task_stopped", taskId=task.id, reason="time budget")  # type: ignore[union-attr]
-        # A planned stop, like the cost budget's: leave the backlog committed, not dirty.
-        if self.worktrees is None:
-            self.session.commit_bookkeeping(task.id)
-        else:  # on the main checkout, where another worker may be merging
-            await self.on_main(self.session.commit_bookkeeping, task.id)
+        # A planned stop, like the cost budget's: leave the backlog committed, not dirty (on
+        # the main checkout, where another worker may be merging).
+        await self.on_main(self.session.commit_bookkeeping, task.id)
         self.report.stop_reason = self.report.stop_reason or "time budget used up"
         return TaskOutcome(task.id, "interrupted", "time budget used up; the task was put back to open",
                            duration_s=time.monotonic() - started)
 
-    async def run_task(self, task: Task, slot: Slot | None = None) -> TaskOutcome:
-        if self.worktrees is None or slot is None:
-            return await self.session.run_task(task, limits=[self.spend])
+    async def run_task(self, task: Task, slot: Slot) -> TaskOutcome:
         if slot.tree is None or slot.repo is None:
             slot.tree = await self.on_main(self.add_worktree, slot.name)
             slot.repo = await anyio.to_thread.run_sync(Repo, slot.tree.path)
@@ -258,13 +267,11 @@ class RepoRun:
         return outcome
 
     def add_worktree(self, name: str) -> Worktree:
-        assert self.worktrees is not None
         tree = self.worktrees.add(name)
         self.trees.append(tree)  # in this thread: an interrupted run still finds it to remove
         return tree
 
     def remove_worktrees(self) -> None:
-        assert self.worktrees is not None
         while self.trees:
             self.worktrees.remove(self.trees.pop())
 
@@ -284,7 +291,6 @@ class RepoRun:
         they run again on its commits on top of theirs, off the lock, before anything
         lands: each change may pass alone and the two fail together.
         """
-        assert self.worktrees is not None
         root = self.session.project_dir
         while True:
             try:
@@ -295,6 +301,8 @@ class RepoRun:
                     return self.block_landing(task, tree, outcome, failed, "combined_checks_failed")
                 commits = await self.on_main(self.worktrees.land, tree, onto,
                                              functools.partial(landing.landing, root, task.id))
+            except NotLanded as exc:
+                return self.block_landing(task, tree, outcome, str(exc), "landing_blocked")
             except MergeConflict as exc:
                 return self.block_landing(task, tree, outcome, f"merge conflict: {exc}", "merge_conflict")
             if commits is not None:
@@ -306,7 +314,6 @@ class RepoRun:
     async def checks_on_top(self, task: Task, tree: Worktree, onto: Landing, outcome: TaskOutcome) -> str | None:
         """Why the checks fail on the task's commits on top of the tasks that landed since it
         started (`orchestrator.checks.combined`); None when they pass."""
-        assert self.worktrees is not None
         session = self.session
         run = await combined_failure(session.repo, session.wiring.judges, session.config, onto.head,
                                      project_dir=session.project_dir, task_id=task.id, allowed=outcome.others)
@@ -333,13 +340,6 @@ class RepoRun:
         self.environment_failures = same_environment_failure(self.environment_failures, outcome)
         if outcome.status == "budget":
             self.report.stop_reason = self.report.stop_reason or outcome.reason
-
-    def clean_stale_worktrees(self) -> None:
-        assert self.worktrees is not None
-        kept = {t.id for t in self.session.board.with_status("blocked")}
-        removed = self.worktrees.clean_stale({f"goldenloop/{k}" for k in kept})
-        if removed:
-            self.session.notices.append(f"removed {len(removed)} worktree(s) left by a crashed run")
 
 
 @dataclass

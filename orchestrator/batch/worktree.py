@@ -37,6 +37,11 @@ class MergeConflict(Exception):
     """The task's commits do not apply on the base branch; they are kept on a branch."""
 
 
+class NotLanded(MergeConflict):
+    """The commits apply, but the user's checkout cannot take them now (a file of theirs is
+    in the way); they are kept on a branch, and the sentence says how to land them."""
+
+
 class GitFailed(Exception):
     """A git command exited non-zero; `stderr` says why."""
 
@@ -174,11 +179,8 @@ class Worktrees:
         try:
             self._git("merge", "--ff-only", "--quiet", landing.head)
         except GitFailed as exc:
-            self.keep(tree, "HEAD")
-            raise MergeConflict(
-                f"the base branch could not be fast-forwarded; the commits are kept on branch "
-                f"{tree.branch} ({_last_line(exc.stderr)})"
-            ) from None
+            self.keep(tree, landing.head)
+            raise NotLanded(_not_landed(tree.branch, exc.stderr)) from None
         tree.base = landing.head  # the next task starts from here unless the base moves on
         return landing.commits
 
@@ -248,6 +250,41 @@ class Worktrees:
                 self._try("branch", "-D", branch)
             removed.append(str(path))
         return removed
+
+
+def _not_landed(branch: str, stderr: str) -> str:
+    """Why a fast-forward of the checkout failed, and what the user does next. git refuses
+    to overwrite a file the user changed or created, and changes nothing then: their work
+    stays as it is, and the task's commits wait on their branch."""
+    yours = _files_after(stderr, "Your local changes to the following files would be overwritten")
+    untracked = _files_after(stderr, "The following untracked working tree files would be overwritten")
+    merge = f"`git cherry-pick HEAD..{branch}`"  # the run's bookkeeping commit may follow: no fast-forward
+    if yours:
+        return (f"your uncommitted change to {_some(yours)} is in the way of the task's commits, which are kept on "
+                f"branch {branch}: `git stash`, then {merge}, then `git stash pop` brings your change back on top")
+    if untracked:
+        return (f"your untracked file {_some(untracked)} is in the way of the task's commits, which are kept on "
+                f"branch {branch}: move it away, then {merge}")
+    return (f"your branch could not be fast-forwarded ({_last_line(stderr)}); the task's commits are kept on "
+            f"branch {branch}: {merge} lands them")
+
+
+def _files_after(stderr: str, heading: str) -> list[str]:
+    """The tab-indented paths git lists under `heading`."""
+    lines = stderr.splitlines()
+    start = next((i for i, line in enumerate(lines) if heading in line), None)
+    if start is None:
+        return []
+    found = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("\t"):
+            break
+        found.append(line.strip())
+    return found
+
+
+def _some(paths: list[str]) -> str:
+    return paths[0] + (f" (and {len(paths) - 1} more)" if len(paths) > 1 else "")
 
 
 def _last_line(text: object) -> str:

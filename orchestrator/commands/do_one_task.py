@@ -8,6 +8,7 @@ from collections.abc import Callable
 import anyio
 import orjson
 
+from orchestrator.batch.engine import Budget, RepoRun
 from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
 from orchestrator.batch.summary import RepoReport
@@ -46,10 +47,12 @@ async def _do_one_task(args: argparse.Namespace, listener: Callable[[dict], None
         for notice in session.notices:
             say(f"note: {notice}", args.json, level="notice")
         task = session.select(args.task)
-        outcome, interrupted = await interruptible(lambda: session.run_task(task))
+        run = RepoRun(session, Budget(), parallel=1)  # in a worktree of its own, landed when it closes
+        outcome, interrupted = await interruptible(lambda: run.run_one(task))
         if interrupted or outcome is None:
             _summarise(session, [], "interrupted by a signal")
-            say("do-one-task: interrupted; the tree was restored and the task put back to open", args.json)
+            say("do-one-task: interrupted; the task was put back to open and your checkout left as it was",
+                args.json)
             return EXIT_INTERRUPTED
         _summarise(session, [outcome], f"task {outcome.status}")
         _print_outcome(outcome, session, args.json)

@@ -20,6 +20,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import anyio
 
@@ -50,7 +51,8 @@ _DOCS = re.compile(r"(?:^|/)(?:docs?|documentation)/|\.(?:md|rst|txt|adoc)$|(?:^
 @dataclass(frozen=True)
 class Ground:
     """What every verdict of a task stands on: the repository the attempts work in (whose
-    objects the judge's trees are made of), the judge's tree, and the checks."""
+    objects the judge's trees are made of), the judge's tree, the checks, and the user's
+    checkout (where a file the checks need but the commit lacks is looked for)."""
 
     repo: Repo
     tree: JudgeTree
@@ -58,12 +60,14 @@ class Ground:
     retry: RetryConfig
     setup: tuple[str, ...] = ()
     waivers: Waivers = field(default_factory=Waivers)
+    checkout: Path | None = None  # None: the repository the attempts work in
 
     @classmethod
-    def of(cls, repo: Repo, tree: JudgeTree, config: ProjectConfig) -> Ground:
+    def of(cls, repo: Repo, tree: JudgeTree, config: ProjectConfig, checkout: Path | None = None) -> Ground:
         """The ground a project's config gives: its checks, retry rules, setup and waivers."""
         checks = config.checks_config
-        return cls(repo, tree, config.checks, config.retry, tuple(checks.setup), Waivers.of(checks.known_failures))
+        return cls(repo, tree, config.checks, config.retry, tuple(checks.setup), Waivers.of(checks.known_failures),
+                   checkout)
 
     @property
     def globs(self) -> tuple[str, ...]:
@@ -98,7 +102,8 @@ async def judge_base(ground: Ground, tree: str, task_text: str) -> Baseline:
         return Baseline(verdict=run.verdict, environment_error=run.unexported or _setup_failed(run), tree=tree)
     baseline = describe(list(run.singles), ground.tree.path, task_text, run.verdict.duration_s, ground.checks.timeout_s)
     if baseline.environment_error:  # a file the checkout has and the commit lacks, said so
-        missing = lacking("\n".join(s.output for s in run.verdict.steps), ground.repo.root, ground.tree.path)
+        missing = lacking("\n".join(s.output for s in run.verdict.steps), ground.checkout or ground.repo.root,
+                          ground.tree.path)
         if missing:
             baseline = baseline.model_copy(update={"environment_error": f"{baseline.environment_error.rstrip('.')}: "
                                                    f"{sentence(missing, for_attempt=False)}."})

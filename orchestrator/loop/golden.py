@@ -60,7 +60,7 @@ class GoldenLoop:
         p.board.claim(task.id)
         p.runlog.event("task_started", taskId=task.id, title=task.title)
         with self._judges() as tree:
-            ground = Ground.of(p.repo, tree, p.config)
+            ground = Ground.of(p.repo, tree, p.config, checkout=p.project_dir)
             base = await anyio.to_thread.run_sync(p.repo.tree_of, p.repo.head())
             baseline = await self._preflight(task, ground, base)
             if isinstance(baseline, TaskOutcome):

@@ -9,7 +9,6 @@ as the run read it (in a worktree, the worktree's copies), and the attempt is re
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from orchestrator.config import ProjectConfig
@@ -32,11 +31,10 @@ class JudgingFiles:
             paths += [_shown(git_dir / name, root) for name in ("config", "info/exclude")]
         return cls(root, {rel: _read(root / rel) for rel in paths})
 
-    def put_back(self, keep: Callable[[list[str]], object]) -> str | None:
-        """The files as the run read them (`keep` is given the changed ones first); why the
-        attempt is rejected if it changed one, else None."""
+    def put_back(self) -> str | None:
+        """The files as the run read them; why the attempt is rejected if it changed one,
+        else None."""
         changed = [rel for rel, before in self.content.items() if _tampered(rel, before, _read(self.root / rel))]
-        keep(changed)
         for rel in changed:
             path, before = self.root / rel, self.content[rel]
             if before is None:

@@ -52,7 +52,6 @@ def prepare(s: SubtaskState) -> Attempt:
     s.attempt += 1
     applying, s.next_applying = s.next_applying, []
     spent = p.meter.copy()
-    s.journal.remember_tree(p.repo.root, s.changed)  # the tree this attempt starts from
     prompt = prompt_for(s, s.last)
     s.event("attempt_started", attempt=s.attempt, of=s.max_attempts, promptChars=len(prompt))
     request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=s.attempt, hint_paths=s.changed,
@@ -123,7 +122,7 @@ async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
         folded = await s.tree.fold_commits()
     except HistoryRewritten as exc:  # HEAD is back; what the agent left is undone unjudged, not a failed tree
         await s.tree.restore()
-        s.judging.put_back(s.tree.keep)  # a reset takes the run's own uncommitted backlog with it
+        s.judging.put_back()  # a reset takes the run's own uncommitted backlog with it
         await _rejected(s, a, executed, "history_rewritten",
                         f"rejected: {exc}; goldenloop makes the commits itself: leave git's history, branches and "
                         "HEAD as they are")
@@ -133,10 +132,7 @@ async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
     await s.tree.hold(s.changed)  # its output, reproducible from now on: no undo loses it
     # The diff costs several git calls: made when a retry or a reflection needs it.
     a.diff = await s.tree.diff() if not executed.ok else ""
-    touched = s.tree.user_files.keep(s.tree.keep)
-    if touched:  # their edits cannot be told from the user's: never ours to keep
-        await _user_files_touched(s, a, touched)
-    tampered = s.judging.put_back(s.tree.keep)
+    tampered = s.judging.put_back()
     if tampered:  # the checks must stay the ones the run read, whatever the agent wrote
         await _rejected(s, a, executed, "config_tampered", tampered)
     leaked = await anyio.to_thread.run_sync(secret_written, s.p.repo, s.tree.base, s.changed)
@@ -171,16 +167,6 @@ async def _rejected(s: SubtaskState, a: Attempt, executed: ExecutionResult, even
     judged = Judgement("integrity", reason, failure=reason, tree_judged=False)
     s.log_verdict(Verdict(passed=False, steps=[]), judged)
     await fail(s, a, Verdict(passed=False, steps=[]), judged, executed)
-
-
-async def _user_files_touched(s: SubtaskState, a: Attempt, touched: list[str]) -> None:
-    files = f"{touched[0]}, which holds" if len(touched) == 1 else f"{', '.join(touched)}, which hold"
-    reason = (f"the attempt changed {files} uncommitted work of yours (put back as it was); goldenloop "
-              f"never mixes its edits into your work: commit or stash it, then `goldenloop reopen {s.task.id}` "
-              "and run again")
-    s.event("user_files_touched", paths=touched)
-    s.record(a, "user_files", reason, reflection_id=await reflect_on(s, "integrity", reason))
-    raise Escalate(StopReason.ENVIRONMENT)
 
 
 async def judge(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> tuple[Verdict, Judgement]:

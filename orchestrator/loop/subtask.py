@@ -78,8 +78,7 @@ class SubtaskRun:
         s, p = self.state, self.state.p
         dirty = await s.tree.start()
         # On disk before anything changes: what recovery needs if this process is killed.
-        s.journal = Journal.start(p.project_dir, s.task.id, s.subtask.id, s.tree.base, p.repo.root,
-                                  s.tree.user_files.content, dirty)
+        s.journal = Journal.start(p.project_dir, s.task.id, s.subtask.id, s.tree.base)
         s.judging = JudgingFiles.read(p.repo.root, p.config, p.repo.common_dir)
         s.linked = await anyio.to_thread.run_sync(p.judges.provided.contents) if s.shares_links else {}
         s.subtask.status, s.subtask.base_commit = "in_progress", s.tree.base
@@ -146,8 +145,7 @@ class SubtaskRun:
             s.event("no_changes")
             return None
         message, paths = f"{s.task.id}: {s.subtask.title}", s.changed
-        sha = await s.tree.commit(paths, message, before_ref=lambda old, new: s.journal.committing(paths, old, new),
-                                  judged=judged)
+        sha = await s.tree.commit(paths, message, judged=judged)
         s.event("committed", sha=sha, files=s.changed)
         return sha
 

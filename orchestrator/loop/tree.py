@@ -1,10 +1,11 @@
-"""The working tree as one subtask sees it: its base commit and the user's own files.
+"""The working tree as one subtask sees it: its base commit, and what was there before.
 
-Every git call runs off the event loop, so parallel workers' checks keep running. The
-tree goes back in two ways only: `restore` (to the base; the user's dirty files
-untouched) and `apply` (an earlier attempt's patch, right after a restore). Before
-either overwrites a file, the bytes nothing else holds are kept (recovery/recovered.py)
-and said in a `files_kept` event.
+The tree is a worktree of the task's own (orchestrator/batch/worktree.py): nothing in it
+is the user's, so going back needs no copy of anything. Every git call runs off the event
+loop, so parallel workers' checks keep running. The tree goes back in two ways only:
+`restore` (to the base) and `apply` (an earlier attempt's patch, right after a restore).
+Paths already changed or untracked when the subtask started (a library user's loop on a
+checkout) are never counted, committed or restored.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import anyio
 
 from orchestrator.git.index_flags import hidden_from_status, show_to_status
 from orchestrator.loop.parts import LoopParts
-from orchestrator.loop.user_files import UserFiles
-from orchestrator.recovery.recovered import Keeper, kept_event
 
 DIFF_BYTES = 200_000  # bound on a diff kept in memory or sent anywhere
 T = TypeVar("T")
@@ -30,27 +29,26 @@ class SubtaskTree:
         self.base = ""  # the commit the subtask started from
         self.branch: str | None = None  # the branch it started on; None: a detached HEAD
         self.hidden: set[str] = set()  # paths git was told not to look at when it started
-        self.user_files = UserFiles(parts.repo.root, set())
+        self.before: set[str] = set()  # changed or untracked when it started: never the attempt's
 
     async def start(self) -> set[str]:
-        """Note the base and the user's own dirty paths (untracked, or modified with
-        --allow-dirty): never counted, committed or restored. Returns those paths."""
+        """Note the base and the paths changed or untracked before the subtask (none in a
+        fresh worktree); returns those paths."""
         self.base = await git(self.p.repo.head)
         self.branch = self.p.repo.branch()
         self.hidden = await git(hidden_from_status, self.p.repo)
-        dirty = set(await git(self.p.repo.dirty_paths))
-        self.user_files = UserFiles(self.p.repo.root, dirty)
-        return dirty
+        self.before = set(await git(self.p.repo.dirty_paths))
+        return self.before
 
     async def changed_files(self) -> list[str]:
-        return await git(self.p.repo.changed_files, self.base, self.user_files.paths)
+        return await git(self.p.repo.changed_files, self.base, self.before)
 
     async def diff(self) -> str:
-        return await git(self.p.repo.diff, self.base, self.user_files.paths, DIFF_BYTES)
+        return await git(self.p.repo.diff, self.base, self.before, DIFF_BYTES)
 
     async def snapshot(self, paths: list[str] | None = None) -> str:
         """The attempt's patch; of `paths` when the caller knows what it changed."""
-        return await git(self.p.repo.snapshot, self.base, self.user_files.paths, paths)
+        return await git(self.p.repo.snapshot, self.base, self.before, paths)
 
     async def unhide(self) -> list[str]:
         """Paths an attempt told git not to look at (skip-worktree, assume-unchanged), shown
@@ -68,30 +66,16 @@ class SubtaskTree:
         await git(self.p.repo.hold, paths)
 
     async def restore(self) -> None:
-        kept: list[str] = []
-        await git(self.p.repo.restore, self.base, self.user_files.paths,
-                  lambda paths: kept.extend(self.keeper.keep(paths)))
-        self._said_kept(kept)
+        """The worktree back to the subtask's start: nothing in it is the user's to keep."""
+        await git(self.p.repo.restore, self.base, self.before)
 
     async def apply(self, patch: str) -> None:
         await git(self.p.repo.apply_snapshot, patch)
 
-    async def commit(self, paths: list[str], message: str, before_ref: Callable[[str, str], None],
-                     judged: str | None = None) -> str:
-        """Commit `paths`; `judged`: the tree the checks passed, which is what is committed."""
-        return await git(functools.partial(self.p.repo.commit, paths, message, before_ref=before_ref, judged=judged))
-
-    def keep(self, paths: list[str]) -> None:
-        """Before `paths` are overwritten: the bytes nothing else holds, kept."""
-        self._said_kept(self.keeper.keep(paths))
-
-    def _said_kept(self, kept: list[str]) -> None:
-        if kept:
-            self.event("files_kept", **kept_event(self.keeper.folder, self.p.project_dir, kept))
-
-    @functools.cached_property
-    def keeper(self) -> Keeper:
-        return Keeper(self.p.repo, self.p.layout.recovered(self.p.session_id))
+    async def commit(self, paths: list[str], message: str, judged: str | None = None) -> str:
+        """Commit `paths` in the worktree; `judged`: the tree the checks passed, which is what
+        is committed. A kill midway leaves a worktree the next run removes."""
+        return await git(functools.partial(self.p.repo.commit, paths, message, judged=judged))
 
 
 async def git(fn: Callable[..., T], *args: Any) -> T:

@@ -1,25 +1,19 @@
-"""The journal of the subtask in flight: what recovery needs after a kill, on disk first.
+"""The journal of the subtask in flight: which processes a killed run may have left running.
 
-Before a subtask's first attempt starts, `.openagents/journal/<taskId>.json` records its
-base commit, the user's dirty paths with a copy of their content, and the tree each
-attempt starts from (paths and content hashes: ours). While an attempt runs, a heartbeat
-keeps the journal's `alive` time fresh, and the process groups of the agent and the
-checks are added as they start. A commit in progress is written down before the index or
-HEAD changes, with the working tree it is made in; the next run finishes it there.
+Before a subtask's first attempt starts, `.openagents/journal/<taskId>.json` records the
+subtask and its base commit; the process groups of the checks and the agent are added,
+as they start, to `<taskId>.sessions` beside it. The attempt itself runs in a worktree of
+its own, so a killed run leaves nothing in the user's checkout to undo: the journal only
+says a subtask was in flight, and what to stop.
 
 The checks a task runs before its first subtask's journal exists (the preflight) have
 their sessions recorded too, in `<taskId>.sessions` (`EarlySessions`): `leftover_sessions`
-names every session a killed run of a task may have left running.
-
-After a kill, `Journal.load` gives recovery all of it: a path changed since the base is
-the attempt's when the journal knows its content or it was written while the run was
-alive; one written after the run died is the user's and is kept; one that cannot be
-told (a deletion after the run died) stops recovery with a sentence.
+names every session a killed run of a task may have left running. (An agent's processes
+end with goldenloop anyway, under the sandbox's wrapper; the checks' are stopped here.)
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -29,22 +23,12 @@ from pathlib import Path
 
 import orjson
 
-from orchestrator.git.repo import Repo
 from orchestrator.layout import Layout
 from orchestrator.processes import kill_marked, kill_sessions
 from reflection.fileio import atomic_write
 
-SLACK_S = 1.0  # a write this long after the last heartbeat may still be the dead run's
-HEARTBEAT_S = 0.25  # how often a running attempt refreshes `alive`
-
-
-def content_hash(path: Path) -> str | None:
-    """The sha256 of a file's bytes (a symlink's target text), or None when it is absent."""
-    try:
-        data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
-    return hashlib.sha256(data).hexdigest()
+SLACK_S = 1.0  # how long after a kill a process it left may still be starting
+HEARTBEAT_S = 0.25  # how often a running attempt records its escapees
 
 
 @dataclass
@@ -53,26 +37,14 @@ class Journal:
     task_id: str
     subtask_id: str
     base: str
-    user_paths: list[str] = field(default_factory=list)
-    user_copies: dict[str, str] = field(default_factory=dict)  # path -> copy file name
-    ours: dict[str, str | None] = field(default_factory=dict)  # path -> hash of our content; None: deleted
     alive: float = 0.0  # wall-clock time of the last heartbeat
     process_groups: list[int] = field(default_factory=list)
-    commit: dict[str, object] | None = None  # {"paths", "old", "new"} while committing
-    root: str = ""  # the working tree the subtask runs in (a worktree's, in a parallel run)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
-    def start(cls, project_dir: Path, task_id: str, subtask_id: str, base: str, root: Path,
-              user_files: dict[str, bytes], user_paths: set[str]) -> Journal:
-        """Write the journal, copies of the user's files first, before any attempt starts."""
-        path = Layout(project_dir).journal(task_id)
-        copies = {}
-        for rel, data in user_files.items():
-            name = hashlib.sha256(rel.encode()).hexdigest()[:24]
-            atomic_write(path.with_suffix(".files") / name, data)
-            copies[rel] = name
-        journal = cls(path, task_id, subtask_id, base, sorted(user_paths), copies, alive=time.time(), root=str(root))
+    def start(cls, project_dir: Path, task_id: str, subtask_id: str, base: str) -> Journal:
+        """Write the journal before any attempt starts."""
+        journal = cls(Layout(project_dir).journal(task_id), task_id, subtask_id, base, alive=time.time())
         journal.save()
         return journal
 
@@ -84,28 +56,13 @@ class Journal:
         except FileNotFoundError:
             return None
         alive = max(body["alive"], path.stat().st_mtime)  # the heartbeat touches the file
-        return cls(path, body["taskId"], body["subtaskId"], body["base"], body["userPaths"],
-                   body["userCopies"], body["ours"], alive, body["processGroups"], body.get("commit"),
-                   root=body.get("root", ""))
+        return cls(path, body["taskId"], body["subtaskId"], body["base"], alive, body.get("processGroups", []))
 
     def save(self) -> None:
         with self._lock:  # the heartbeat thread saves too: the last write holds the latest state
-            self._write()
-
-    def _write(self) -> None:
-        body = {"taskId": self.task_id, "subtaskId": self.subtask_id, "base": self.base,
-                "userPaths": self.user_paths, "userCopies": self.user_copies, "ours": self.ours,
-                "alive": self.alive, "processGroups": self.process_groups, "commit": self.commit,
-                "root": self.root}
-        atomic_write(self.path, orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
-
-    def user_copy(self, rel: str) -> bytes | None:
-        name = self.user_copies.get(rel)
-        return None if name is None else (self.path.with_suffix(".files") / name).read_bytes()
-
-    def beat(self) -> None:
-        self.alive = time.time()
-        self.save()
+            body = {"taskId": self.task_id, "subtaskId": self.subtask_id, "base": self.base,
+                    "alive": self.alive, "processGroups": self.process_groups}
+            atomic_write(self.path, orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
 
     def touch(self) -> None:
         """A cheap heartbeat: the file's modification time, read back by `load`."""
@@ -113,15 +70,6 @@ class Journal:
             os.utime(self.path)
         except FileNotFoundError:
             pass
-
-    def remember_tree(self, root: Path, changed: list[str]) -> None:
-        """The tree the next attempt starts from: every change in it is ours."""
-        ours = {rel: content_hash(root / rel) for rel in changed}
-        if ours == self.ours:  # as recorded (a first attempt: none): only the time of life is news
-            self.touch()
-            return
-        self.ours = ours
-        self.beat()
 
     def add_process_group(self, pgid: int) -> None:
         """A command's session, in the `.sessions` file beside the journal (as the early
@@ -134,45 +82,10 @@ class Journal:
             atomic_write(early_sessions_path_of(self.path), orjson.dumps(self.process_groups), durable=False)
         self.touch()
 
-    def committing(self, paths: list[str], old: str, new: str) -> None:
-        self.commit = {"paths": paths, "old": old, "new": new}
-        self.save()
-
-    def finish_commit(self, repo: Repo) -> bool:
-        """Finish the commit the killed run began in `repo` (Repo.finish_commit); False when
-        there is none, or it was another working tree's (a parallel worker's worktree)."""
-        c = self.commit
-        if c is None or (self.root and Path(self.root) != repo.root):
-            return False
-        if not self.root and repo.head() != c["new"]:  # a journal from before roots: only a moved HEAD tells
-            return False
-        return repo.finish_commit(list(c["paths"]), str(c["old"]), str(c["new"]))
-
-    def written_by_run(self, root: Path, rel: str) -> bool | None:
-        """Whether the dead run made this change: True, False (the user's), None (cannot tell)."""
-        target = root / rel
-        if rel in self.ours and content_hash(target) == self.ours[rel]:
-            return True
-        try:
-            changed_at = target.lstat().st_mtime
-        except (FileNotFoundError, NotADirectoryError):
-            # A deletion leaves no time of its own: its folder's is the best witness.
-            folder = _nearest_folder(root, target)
-            changed_at = folder.stat().st_mtime
-            if changed_at <= self.alive + SLACK_S:
-                return True
-            return None
-        return changed_at <= self.alive + SLACK_S
-
     def end(self) -> None:
         """The subtask is over: nothing left to recover."""
         self.path.unlink(missing_ok=True)
         early_sessions_path_of(self.path).unlink(missing_ok=True)
-        files = self.path.with_suffix(".files")
-        if files.is_dir():
-            for item in files.iterdir():
-                item.unlink()
-            files.rmdir()
 
 
 class Heartbeat:
@@ -200,13 +113,6 @@ class Heartbeat:
             self.journal.touch()
             if self.also is not None:
                 self.also()
-
-
-def _nearest_folder(root: Path, target: Path) -> Path:
-    folder = target.parent
-    while folder != root and not folder.is_dir():
-        folder = folder.parent
-    return folder
 
 
 class EarlySessions:

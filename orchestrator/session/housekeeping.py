@@ -30,7 +30,7 @@ worktrees/
 journal/
 history/
 recovered/
-"""
+"""  # recovered/: copies an older goldenloop kept of files an undo would have lost
 
 # The reflections are a cache of lessons, append-only and unbounded: committing them with
 # every task's bookkeeping made git hash the whole file per task (seconds at 1M records)

@@ -8,7 +8,6 @@ killed run left (those are not the user's).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,30 +131,22 @@ def take_lock(project_dir: Path, notices: list[str]) -> AgentLock:
     return lock
 
 
-def refuse_dirty_tree(repo: Repo, pending: Pending, *, allow_dirty: bool,
-                      left_by_killed_run: Callable[[], set[str]], notices: list[str]) -> None:
-    """Refuse uncommitted changes of the user's (unless --allow-dirty); those a killed run's
-    attempt left are not the user's (`left_by_killed_run`): recovery undoes them."""
+def refuse_dirty_tree(repo: Repo, pending: Pending, *, allow_dirty: bool, notices: list[str]) -> None:
+    """Refuse uncommitted changes of the user's (unless --allow-dirty). Attempts never run
+    in the checkout, so whatever is uncommitted there is the user's."""
     if yours := pending.yours():  # never refused: a waiver in project.json is meant for this run
         notices.append(f"your uncommitted changes to {_some(yours)} "
                        "are used as they are and never committed by goldenloop: commit them yourself")
-    dirty, left = repo.dirty_paths(), set()
-    if dirty:
-        left = left_by_killed_run()
-        dirty = [p for p in dirty if p not in left]
+    dirty = repo.dirty_paths()
     if not dirty:
         return
     if allow_dirty:
         notices.append(f"working tree has {len(dirty)} uncommitted change(s); they are left alone "
                        "and never committed (--allow-dirty)")
         return
-    killed = ""
-    if left:  # say so, or the user takes the dead run's files for theirs and commits them
-        killed = (f"; the changes to {_some(sorted(left))} were made by a killed run and will be undone "
-                  "by the next run: leave them out of your commit")
     raise UserError(
         f"the working tree has uncommitted changes of yours ({_some(dirty)}); commit or stash them, "
-        f"or pass --allow-dirty{killed}",
+        "or pass --allow-dirty",
         EXIT_REFUSED,
     )
 

@@ -104,14 +104,15 @@ class ProjectSession:
     def _put_right_what_a_killed_run_left(self) -> None:
         assert self.runlog is not None
         killed = self.killed_run = KilledRun(self.repo, self.board, self.runlog, self.notices)
-        killed.stop_leftover_processes()  # a killed run's agent must not write on
+        killed.stop_leftover_processes()  # a killed run's checks must not write on
+        killed.remove_dead_worktrees()
         killed.finish_killed_commits()
         killed.finish_killed_landings()
-        refuse_dirty_tree(self.repo, self.pending, allow_dirty=self.overrides.allow_dirty,
-                          left_by_killed_run=killed.left_by_killed_run, notices=self.notices)
+        refuse_dirty_tree(self.repo, self.pending, allow_dirty=self.overrides.allow_dirty, notices=self.notices)
         self.runlog.attach(self.project_dir)  # a usable project, and ours: its run log may be written
         self.notices.extend(self.board.warnings)
         killed.recover()
+        killed.close_landed_by_hand()
 
     def _tend_memory(self) -> None:
         if self.config.reflexion.enabled:
@@ -193,7 +194,7 @@ class ProjectSession:
         except BaseException as exc:
             refused = budget_refusal(exc)
             if refused is None:
-                self.killed_run.restore_task(self.board.get(task.id), repo)
+                self.killed_run.restore_task(self.board.get(task.id))
                 raise
             # A model call the budget could not cover was refused, and never made.
             outcome = self._put_back_for_budget(task, repo, str(refused), meter, started)
@@ -206,7 +207,7 @@ class ProjectSession:
     ) -> TaskOutcome:
         """The task stops as a budget stop before an attempt stops it: its subtask's tree
         restored and put back to pending (stop reason `budget`), the task back to open."""
-        self.killed_run.restore_task(self.board.get(task.id), repo, reason=reason, stop_reason=StopReason.BUDGET)
+        self.killed_run.restore_task(self.board.get(task.id), reason=reason, stop_reason=StopReason.BUDGET)
         return TaskOutcome(task.id, "budget", reason, meter=meter, duration_s=time.monotonic() - started,
                            stop_reason=StopReason.BUDGET)
 

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from test_recovery import git_that_kills_its_caller
 
 from orchestrator.batch.worktree import MergeConflict, Worktrees
 from orchestrator.cli import overnight_main
+from orchestrator.tempfiles import private_temp
 from reflection.scripted import register_scripted_provider
 
 WAIT_S = 60.0  # a guard against a hung child process, never a measurement
@@ -242,10 +242,7 @@ def test_time_budget_cancels_the_attempt_in_flight_and_restores_the_tree(git_rep
     assert (repo / "calc.py").read_text() == CALC
     assert status(repo) == ""
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
-    events = run_events(repo)
-    restored = [e for e in events if e["event"] == "restored"]
-    assert restored and restored[0]["paths"] == ["calc.py"]
-    assert not [e for e in events if e["event"] == "verdict"]
+    assert not [e for e in run_events(repo) if e["event"] == "verdict"]
 
 
 PRICING = {"inputCostPerToken": 0.00001, "outputCostPerToken": 0.00002}
@@ -481,13 +478,13 @@ def test_a_run_killed_during_the_test_step_resumes_to_completion(git_repo, tmp_p
     kill_group(hung)  # SIGKILL leaves the test command's own process group behind
 
     assert tasks_on_disk(repo)["T-1"]["status"] == "in_progress"
-    assert "return a + b" in (repo / "calc.py").read_text()  # attempt 2's edit, uncommitted
-    judged_in = list(Path(tempfile.gettempdir()).glob(f"goldenloop-judge-{first.pid}.*"))
+    assert (repo / "calc.py").read_text() == CALC  # attempt 2's edit is in the task's worktree
+    judged_in = list(private_temp().glob(f"goldenloop-judge-{first.pid}.*"))
     assert judged_in  # the checks ran in the judge's tree, outside the repository, when the run died
     assert git(repo, "rev-parse", "HEAD").strip() == base
     assert len(reflection_lines(repo)) == 1
 
-    # Run 2, in-process: takes over the lock, puts the tree back, runs T-1 again.
+    # Run 2, in-process: takes over the lock, removes the dead run's worktree, runs T-1 again.
     assert overnight(repo) == 0
 
     stale = f"took over a stale lock left by a run that died (pid {first.pid} "
@@ -641,7 +638,7 @@ def test_parallel_tasks_that_pass_alone_but_fail_together_never_both_close(tmp_p
     (meta / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
     (meta / "project.json").write_text(json.dumps({
         "testCommands": [f"{PY} -m pytest -q -p no:cacheprovider"], "decomposeMinChars": 0,
-        "executor": {"kind": "command", "command": f"sh {agent} {{prompt_file}}"},
+        "executor": {"kind": "command", "command": f"sh {agent} {{prompt_file}}", "writable": [str(tmp_path / "meet")]},
         "reflexion": {"maxRetries": 0, "useLLM": False}}))
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "a util, a test and the backlog")
@@ -739,7 +736,7 @@ def test_sigint_puts_the_task_back_and_prints_the_summary(git_repo, tmp_path):
 
     run = start_overnight(repo, tmp_path)
     hung = wait_for(state / "pid", run)
-    assert "return a + b" in (repo / "calc.py").read_text()  # the attempt is in the tree
+    assert (repo / "calc.py").read_text() == CALC  # the attempt is in its worktree, never here
     run.send_signal(signal.SIGINT)
     out, err = run.communicate(timeout=WAIT_S)
 
@@ -755,7 +752,7 @@ def test_sigint_puts_the_task_back_and_prints_the_summary(git_repo, tmp_path):
     (summary,) = run_summaries(repo)
     assert summary["stopReason"] == "interrupted" and summary["tasks"] == []
     kinds = [e["event"] for e in run_events(repo)]
-    assert "restored" in kinds and kinds[-1] == "run_stopped"
+    assert "task_reopened" in kinds and kinds[-1] == "run_stopped"
 
 
 HANG = """import os, sys, time
@@ -817,8 +814,8 @@ def test_sigint_with_two_workers_on_loops_of_their_own_puts_both_tasks_back(tmp_
     assert [line for line in status(repo).splitlines() if ".openagents/" not in line] == []
     assert worktrees(repo) == [f"worktree {repo}"]
     assert not Worktrees(repo.resolve()).home.exists()
-    restored = [e["taskId"] for e in run_events(repo) if e["event"] == "restored"]
-    assert sorted(restored) == ["T-1", "T-2"]
+    reopened = [e["taskId"] for e in run_events(repo) if e["event"] == "task_reopened"]
+    assert sorted(reopened) == ["T-1", "T-2"]
 
 
 def assert_each_task_landed_once(repo: Path, base: str) -> None:

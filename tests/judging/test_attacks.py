@@ -18,6 +18,8 @@ import pytest
 from projects import PY, do_one_task, events_of, git, task, tasks_on_disk
 from shop import ADD, ADD_NEGATIVE, CALC, CALC_TESTS, make_shop, whole
 
+from orchestrator.sandbox import abi, unavailable_reason
+
 PLUGIN = '''import pytest
 
 
@@ -227,7 +229,12 @@ def test_an_agent_that_tampers_with_git_or_the_judge_closes_nothing(
     still_a_bug(repo, start)
 
 
-def test_an_agent_that_poisons_the_linked_venv_stops_the_task(git_repo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_an_agent_that_poisons_the_linked_venv_stops_the_task(git_repo: Path, tmp_path: Path, sandbox: bool) -> None:
+    # In its sandbox the agent cannot write the linked .venv at all; without one (no
+    # Landlock here), the judge sees the change and stops the task.
+    if sandbox and abi() == 0:
+        pytest.skip(f"no Landlock here: {unavailable_reason()}")
     # The project runs its tests with its own .venv, which the judge's tree links from the checkout.
     venv = git_repo / ".venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -243,13 +250,20 @@ cat > {purelib}/zz_plugin.py <<'P'
 echo 'import os; os.environ.setdefault("PYTEST_PLUGINS", "zz_plugin")' > {purelib}/zz.pth
 """)
     repo = make_shop(git_repo, [], ignore=".venv/\n",
-                     config={"executor": {"kind": "command", "command": f"sh {agent} {{prompt_file}}"},
+                     config={"executor": {"kind": "command", "command": f"sh {agent} {{prompt_file}}",
+                                          "sandbox": sandbox},
                              "testCommands": [".venv/bin/python -m pytest -q -p no:cacheprovider tests"]})
     start = head(repo)
 
     assert do_one_task(repo) == 1
 
     still_a_bug(repo, start)
+    if sandbox:
+        assert not (Path(purelib) / "zz.pth").exists() and not (Path(purelib) / "zz_plugin.py").exists()
+        assert events_of(repo, "linked_changed") == []
+        transcript = "".join(p.read_text() for p in (repo / ".openagents" / "history" / "T-1").glob("*.transcript.txt"))
+        assert "Permission denied" in transcript
+        return
     assert "which your checkout shares with the checks (worktree.link)" in tasks_on_disk(repo)["T-1"]["closeReason"]
     (changed,) = events_of(repo, "linked_changed")
     assert any(path.endswith("zz.pth") for path in changed["paths"])

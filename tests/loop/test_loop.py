@@ -23,6 +23,7 @@ from projects import (
     tasks_on_disk,
 )
 
+from orchestrator.batch.worktree import Worktrees
 from orchestrator.cli import do_one_task_main
 
 
@@ -312,7 +313,7 @@ def test_a_second_run_on_a_locked_repository_exits_4(git_repo, capsys):
 def test_a_killed_run_is_recovered_on_the_next_run(git_repo, capsys):
     repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])
     base = git(repo, "rev-parse", "HEAD").strip()
-    # What a run killed mid-attempt leaves: the task in progress, a half-made edit.
+    # What a run killed mid-attempt leaves: the task in progress, its worktree with a half-made edit.
     board = repo / ".openagents" / "tasks.jsonl"
     board.write_text(board.read_text().replace('"status":"open"', '"status":"in_progress"'))
     plan = {
@@ -322,14 +323,20 @@ def test_a_killed_run_is_recovered_on_the_next_run(git_repo, capsys):
     }
     (repo / ".openagents" / "subtasks").mkdir()
     (repo / ".openagents" / "subtasks" / "T-1.json").write_text(json.dumps(plan))
-    (repo / "calc.py").write_text("half written")
-    (repo / "tmp_from_attempt.py").write_text("x = 1\n")
+    left = Worktrees(repo).home / "worker-1"
+    left.parent.mkdir(parents=True)
+    git(repo, "worktree", "add", "-q", "--detach", str(left), base)
+    (left / "calc.py").write_text("half written")
+    (left / "tmp_from_attempt.py").write_text("x = 1\n")
 
-    assert do_one_task(repo, "--allow-dirty") == 0
+    assert do_one_task(repo) == 0
 
-    assert "recovered" in capsys.readouterr().out
-    assert not (repo / "tmp_from_attempt.py").exists()
+    out = capsys.readouterr().out
+    assert "recovered task(s) left in progress by an earlier run: T-1" in out
+    assert "removed 1 worktree(s) left by a crashed run" in out
+    assert not left.exists() and not (repo / "tmp_from_attempt.py").exists()
     assert "return a + b" in (repo / "calc.py").read_text()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
 def test_help_does_not_import_litellm():
@@ -363,7 +370,7 @@ def test_a_project_without_checks_is_refused(git_repo, capsys):
     assert tasks_on_disk(repo)["T-1"]["status"] == "open"
 
 
-def test_an_attempt_that_edits_the_users_uncommitted_file_is_undone_and_stops(git_repo, capsys):
+def test_a_fix_of_a_file_you_are_editing_waits_on_its_branch(git_repo, capsys):
     repo = make_project(git_repo, [{"match": "Task T-1", "reply": FIX_ADD}])
     wip = CALC + "\n# my work in progress\n"
     (repo / "calc.py").write_text(wip)
@@ -371,10 +378,12 @@ def test_an_attempt_that_edits_the_users_uncommitted_file_is_undone_and_stops(gi
     assert do_one_task(repo, "--allow-dirty") == 1
 
     assert (repo / "calc.py").read_text() == wip  # the user's version, not a mix
-    assert git(repo, "log", "--format=%s", "-n", "1").strip() != "T-1: Fix add"
+    assert git(repo, "log", "--format=%s", "-n", "2").split("\n")[1] != "T-1: Fix add"
+    assert "a + b" in git(repo, "show", "goldenloop/T-1:calc.py")  # passed, and kept for you
     blocked = tasks_on_disk(repo)["T-1"]
-    assert blocked["status"] == "blocked" and "uncommitted work of yours" in blocked["closeReason"]
-    assert "ESCALATED (environment)" in capsys.readouterr().out
+    assert blocked["status"] == "blocked"
+    assert blocked["closeReason"].startswith("your uncommitted change to calc.py is in the way")
+    assert "your uncommitted change to calc.py is in the way" in capsys.readouterr().out
 
 
 def test_a_dependency_given_as_a_bare_id_is_understood(git_repo):

@@ -176,17 +176,6 @@ async def test_after_the_last_retry_the_tree_is_restored_and_the_users_files_are
 
 
 @pytest.mark.anyio
-async def test_an_attempt_that_changes_the_users_uncommitted_file_is_undone_and_escalated(root: Path) -> None:
-    (root / "calc.py").write_text(BROKEN + "# my work in progress\n")
-    h = Harness(root, FakeExecutor({"calc.py": FIXED}))
-    run, result = await h.run()
-
-    assert result.end == "escalated"
-    assert (root / "calc.py").read_text() == BROKEN + "# my work in progress\n"
-    assert "uncommitted work of yours" in h.saved_plan().subtasks[0].last_failure_reason
-
-
-@pytest.mark.anyio
 async def test_a_budget_stop_puts_the_subtask_back_with_the_tree_restored(root: Path) -> None:
     h = Harness(root, FakeExecutor({"calc.py": "def add(a, b):\n    return 0\n"}),
                 budget=["", "task cost budget: $0.0100 spent of $0.0100"])

@@ -59,7 +59,10 @@ def agent_project(git_repo: Path, tmp_path: Path, *, commit: bool = False, tampe
                   **config: object) -> Path:
     state, script = agent_files(tmp_path, AGENT)
     flags = f"{'commit' if commit else 'no'} {'tamper' if tamper is True else tamper or 'no'}"
-    config = {"executor": {"kind": "command", "command": f"{PY} {script} {state} {flags} {{prompt_file}}"},
+    # An agent that commits can do so only where it may write the git folder: without the
+    # sandbox, as on a machine without Landlock (the sandbox refuses it: test_agent_sandbox.py).
+    config = {"executor": {"kind": "command", "command": f"{PY} {script} {state} {flags} {{prompt_file}}",
+                           "sandbox": not commit},
               "reflexion": {"useLlm": False}, **config}
     return make_project(git_repo, [], config=config, files={"review.md": "Judge {output} strictly."})
 
@@ -198,7 +201,7 @@ sys.exit(1)
 """
 
 
-def test_what_you_write_while_the_checks_run_outlives_the_escalations_restore(
+def test_what_you_write_while_the_checks_run_is_never_touched_by_the_escalations_restore(
     git_repo: Path, tmp_path: Path, capsys
 ) -> None:
     box = tmp_path / "box"
@@ -223,12 +226,10 @@ def test_what_you_write_while_the_checks_run_outlives_the_escalations_restore(
     assert do_one_task(repo) == 1
     user.join()
 
-    (line,) = [x for x in capsys.readouterr().out.splitlines() if "as they were before the undo, in " in x]
-    kept = repo / line.split(" in ", 1)[1].split(": ", 1)[0]
-    assert (kept / "mine.txt").read_text() == "my new file\n"
-    assert (kept / "calc.py").read_text() == "def add(a, b):\n    return a + b  # mine\n"
-    assert not (kept / "agent_notes.md").exists()  # the attempt's own bytes: git holds them
-    assert (repo / "calc.py").read_text() == CALC and not (repo / "agent_notes.md").exists()
+    # The escalation restored the attempt's worktree; yours was never its to touch.
+    assert (repo / "mine.txt").read_text() == "my new file\n"
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b  # mine\n"
+    assert not (repo / "agent_notes.md").exists() and not (repo / ".openagents" / "recovered").exists()
 
 
 # Writes the fix, and on its first run does to git what some agents do: amends the user's
@@ -265,9 +266,13 @@ if n == 1 and how == "fsmonitor":  # a hook that goldenloop's own git would run
 """
 
 
-def history_project(git_repo: Path, tmp_path: Path, how: str, tasks: list | None = None) -> Path:
+def history_project(git_repo: Path, tmp_path: Path, how: str, tasks: list | None = None,
+                    sandbox: bool = False) -> Path:
+    """An agent that does `how` to git. Without the sandbox, as on a machine without
+    Landlock, it can write the git folder: these guards are what stops it there."""
     state, script = agent_files(tmp_path, HISTORY_AGENT)
-    config = {"executor": {"kind": "command", "command": f"{PY} {script} {state} {how} {{prompt_file}}"},
+    config = {"executor": {"kind": "command", "command": f"{PY} {script} {state} {how} {{prompt_file}}",
+                           "sandbox": sandbox},
               "reflexion": {"useLlm": False}}
     return make_project(git_repo, [], config=config, tasks=tasks)
 
@@ -350,8 +355,6 @@ def test_an_agent_that_closes_another_task_in_the_backlog_is_rejected_and_the_ta
     assert board["T-1"]["status"] == "closed" and board["T-2"]["status"] == "open"
     committed = [orjson.loads(line) for line in git(repo, "show", "HEAD:.openagents/tasks.jsonl").splitlines()]
     assert {t["id"]: t["status"] for t in committed} == {"T-1": "closed", "T-2": "open"}
-    kept = events_of(repo, "files_kept")
-    assert kept and ".openagents/tasks.jsonl" in str(kept)  # what the attempt wrote is kept for you to read
 
 
 def test_a_task_you_add_while_an_attempt_runs_is_kept_and_a_rewritten_one_is_put_back(tmp_path: Path) -> None:
@@ -365,10 +368,9 @@ def test_a_task_you_add_while_an_attempt_runs_is_kept_and_a_rewritten_one_is_put
     added = board.read_bytes() + b'{"id":"T-2","status":"open"}\n'  # `goldenloop add`, meanwhile
     board.write_bytes(added)
 
-    assert judging.put_back(lambda paths: None) is None
+    assert judging.put_back() is None
     assert board.read_bytes() == added
 
     board.write_bytes(added.replace(b"in_progress", b"closed"))
-    kept: list[str] = []
-    assert "changed .openagents/tasks.jsonl" in (judging.put_back(kept.extend) or "")
-    assert kept == [BACKLOG] and board.read_bytes() == b'{"id":"T-1","status":"in_progress"}\n'
+    assert "changed .openagents/tasks.jsonl" in (judging.put_back() or "")
+    assert board.read_bytes() == b'{"id":"T-1","status":"in_progress"}\n'

@@ -38,7 +38,7 @@ def sandboxed_project(git_repo: Path, tmp_path: Path, **executor: object) -> tup
     (tmp_path / "fixed.txt").write_text(FIXED)
     command = f"{sys.executable} {tmp_path / 'agent.py'} {outside} {tmp_path / 'fixed.txt'} {{prompt_file}}"
     config = {"executor": {"kind": "command", "command": command, "writable": [], **executor},
-              "reflexion": {"useLlm": False}}
+              "reflexion": {"useLLM": False}}
     return make_project(git_repo, [], config=config), outside
 
 
@@ -91,7 +91,7 @@ def test_a_parallel_worker_cannot_reach_the_users_checkout(git_repo: Path, tmp_p
     (tmp_path / "agent.py").write_text(ESCAPING)
     (tmp_path / "fixed.txt").write_text(FIXED)
     command = f"{sys.executable} {tmp_path / 'agent.py'} {tmp_path / 'fixed.txt'} {{prompt_file}}"
-    config = {"executor": {"kind": "command", "command": command, "writable": []}, "reflexion": {"useLlm": False}}
+    config = {"executor": {"kind": "command", "command": command, "writable": []}, "reflexion": {"useLLM": False}}
     repo = make_project(git_repo, [], config=config)
     readme, settings = (repo / "README.md").read_bytes(), (repo / ".openagents" / "project.json").read_bytes()
 
@@ -102,3 +102,71 @@ def test_a_parallel_worker_cannot_reach_the_users_checkout(git_repo: Path, tmp_p
     assert (repo / "README.md").read_bytes() == readme
     assert (repo / ".openagents" / "project.json").read_bytes() == settings
     assert git(repo, "status", "--porcelain") == ""
+
+
+# Does to git what agents do: commits its work, amends your last commit, moves your branch,
+# and sets a hook goldenloop's own git would run. In its worktree, the git folder is not its own.
+GIT_WRITER = """import pathlib, subprocess, sys
+pathlib.Path("calc.py").write_text(pathlib.Path(sys.argv[1]).read_text())
+for args in (["commit", "-qam", "the agent's own commit"], ["commit", "-q", "--amend", "-m", "rewritten"],
+             ["reset", "-q", "--hard", "HEAD~1"], ["config", "core.hooksPath", "/tmp"]):
+    done = subprocess.run(["git", *args], capture_output=True, text=True)
+    print("git", args[0], "->", done.returncode, done.stderr.strip()[:200])
+"""
+
+
+@landlock
+def test_an_agent_cannot_write_the_git_folder_from_its_worktree(git_repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(GIT_WRITER)
+    (tmp_path / "fixed.txt").write_text(FIXED)
+    command = f"{sys.executable} {tmp_path / 'agent.py'} {tmp_path / 'fixed.txt'} {{prompt_file}}"
+    config = {"executor": {"kind": "command", "command": command, "writable": []}, "reflexion": {"useLLM": False}}
+    repo = make_project(git_repo, [], config=config)
+    history = git(repo, "log", "--format=%H %s")
+    settings = (repo / ".git" / "config").read_bytes()
+
+    assert do_one_task(repo) == 0
+    (sha,) = tasks_on_disk(repo)["T-1"]["commits"]
+    assert git(repo, "log", "--format=%H %s").endswith(history)  # your history under the task's commits
+    assert git(repo, "show", "-s", "--format=%s", sha).strip() == "T-1: Fix add"  # goldenloop's commit, not the agent's
+    assert (repo / ".git" / "config").read_bytes() == settings
+    transcript = next((repo / ".openagents" / "history" / "T-1").glob("*.transcript.txt")).read_text()
+    refused = [line for line in transcript.splitlines() if line.startswith("git ")]
+    assert len(refused) == 4 and not [line for line in refused if " -> 0 " in line + " "], refused
+
+
+# Reads the environment linked into its worktree, and tries to install into it.
+INSTALLER = """import pathlib, sys
+pathlib.Path("calc.py").write_text(pathlib.Path(sys.argv[1]).read_text())
+venv = pathlib.Path(".venv")
+print("read:", (venv / "lib" / "site.py").read_text().strip())
+for target in (venv / "lib" / "site.py", venv / "lib" / "new_package.py"):
+    try:
+        with open(target, "a") as handle:
+            handle.write("installed by the agent\\n")
+        print("wrote", target)
+    except PermissionError:
+        print("refused", target)
+"""
+
+
+@landlock
+def test_a_linked_environment_is_read_only_to_the_agent(git_repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(INSTALLER)
+    (tmp_path / "fixed.txt").write_text(FIXED)
+    command = f"{sys.executable} {tmp_path / 'agent.py'} {tmp_path / 'fixed.txt'} {{prompt_file}}"
+    config = {"executor": {"kind": "command", "command": command, "writable": []}, "reflexion": {"useLLM": False},
+              "worktree": {"link": [".venv"]}}
+    repo = make_project(git_repo, [], config=config)
+    with (repo / ".gitignore").open("a") as ignore:
+        ignore.write(".venv/\n")
+    git(repo, "commit", "-qam", "an environment of your own, ignored")
+    (repo / ".venv" / "lib").mkdir(parents=True)
+    (repo / ".venv" / "lib" / "site.py").write_text("# your environment\n")
+
+    assert do_one_task(repo) == 0
+    assert git(repo, "show", "HEAD~1:calc.py") == FIXED or git(repo, "show", "HEAD:calc.py") == FIXED
+    assert sorted(p.name for p in (repo / ".venv" / "lib").iterdir()) == ["site.py"]
+    assert (repo / ".venv" / "lib" / "site.py").read_text() == "# your environment\n"
+    transcript = next((repo / ".openagents" / "history" / "T-1").glob("*.transcript.txt")).read_text()
+    assert "read: # your environment" in transcript and transcript.count("refused .venv") == 2
