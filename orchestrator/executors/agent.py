@@ -73,7 +73,7 @@ class AgentExecutor:
         self.spend = spend
         self.timeout_s = timeout_s
         self.memory_file = memory_file
-        self.confined = confined or confinement(preset.homes)
+        self.confined = confined or confinement(preset.homes, home_variables=preset.home_variables)
 
     @property
     def sandboxed(self) -> bool:
@@ -82,7 +82,7 @@ class AgentExecutor:
 
     def settings_now(self) -> Settings:
         """This attempt's settings: the budget is what is left now."""
-        return replace(self.settings, budget_usd=self.spend.remaining_usd())
+        return replace(self.settings, budget_usd=self.spend.remaining_usd(), sandboxed=self.sandboxed)
 
     async def execute(self, request: ExecutionRequest) -> ExecutionResult:
         scratch = Scratch(Path(tempfile.mkdtemp(prefix=temp_prefix("agent"))))
@@ -95,9 +95,10 @@ class AgentExecutor:
             argv = self.preset.build(prompt, scratch, self.settings_now())
             memory = AgentMemory(request.repo_dir, self.preset.memory_file if block else None)
             caches = self._caches(request.repo_dir)
-            with memory.holding(block), self.confined.attempt(request.repo_dir, scratch.folder) as (wrap, env):
+            with memory.holding(block), self.confined.attempt(request.repo_dir, self._env(), scratch.folder) as (
+                    wrap, env):
                 done = await run_command(shlex.join(argv), request.repo_dir, timeout_s=self.timeout_s,
-                                         kind="agent", env={**self._env(), **env}, wrap=wrap)
+                                         kind="agent", env=env, wrap=wrap)
             _remove(self._caches(request.repo_dir) - caches)
             report = self.preset.parse(done.output, scratch)
             transcript = agent_transcript(done.output, scratch)
@@ -151,4 +152,4 @@ def agent_executor(config: ExecutorConfig, meters: Sequence[Meter], runlog: RunL
     return AgentExecutor(preset, settings, Spend(meters, runlog, limits), timeout_s=config.timeout_seconds,
                          memory_file=config.memory_file,
                          confined=confinement(preset.homes, config.writable, sandbox=config.sandbox,
-                                              keep_out=keep_out))
+                                              keep_out=keep_out, home_variables=preset.home_variables))

@@ -57,9 +57,9 @@ class CommandExecutor:
         try:
             command = self.command_for(prompt_file, request.repo_dir)
             log.info("attempt %d: running %s", request.attempt, command)
-            with self.confined.attempt(request.repo_dir) as (wrap, env):
+            with self.confined.attempt(request.repo_dir, os.environ) as (wrap, env):
                 done = await run_command(command, request.repo_dir, timeout_s=self.timeout_s, kind="agent",
-                                         env={**os.environ, **env}, wrap=wrap)
+                                         env=env, wrap=wrap)
         finally:
             prompt_file.unlink(missing_ok=True)
         executed = execution_result(done, self.timeout_s)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,38 +38,42 @@ class Confinement:
     """One agent's grants."""
 
     homes: tuple[str, ...] = ()  # home-relative; a folder ends in "/"
+    home_variables: tuple[str, ...] = ()  # variables naming a folder of its own, when set
     extra: tuple[str, ...] = ()  # executor.writable, as the user wrote them
     keep_out: tuple[Path, ...] = ()  # never granted through the system's temporary folder
     restrict: bool = True  # False: the agent only dies with goldenloop
 
-    def writable(self, tree: Path, temp: Path) -> list[Path]:
+    def writable(self, tree: Path, temp: Path, env: Mapping[str, str]) -> list[Path]:
         home = Path.home()
         for name in self.homes:
             if name.endswith("/"):
                 (home / name).mkdir(parents=True, exist_ok=True, mode=0o700)
         grants = [tree, temp, *(home / name for name in self.homes)]
+        grants += [Path(env[name]) for name in self.home_variables if env.get(name)]
         system = Path(tempfile.gettempdir()).resolve()
         if not any(system == kept or system in kept.parents for kept in (*self.keep_out, private_home().resolve())):
             grants.append(system)
         return grants + [Path(os.path.expanduser(path)) for path in self.extra]
 
     @contextmanager
-    def attempt(self, tree: Path, *also: Path) -> Iterator[tuple[Wrap, dict[str, str]]]:
-        """For one attempt in `tree` (and `also`, the agent's scratch folder): what turns the
-        agent's command line into the sandboxed one, and the variables its environment gets
-        (TMPDIR: its own temporary folder, removed afterwards)."""
+    def attempt(self, tree: Path, env: Mapping[str, str], *also: Path) -> Iterator[tuple[Wrap, dict[str, str]]]:
+        """For one attempt in `tree` with environment `env` (and `also`, the agent's scratch
+        folder): what turns the agent's command line into the sandboxed one, and `env` with
+        its own temporary folder (TMPDIR, and TMUX_TMPDIR for tmux's sockets), removed
+        afterwards."""
         temp = Path(tempfile.mkdtemp(prefix=temp_prefix("agent")))  # a killed run's: swept by the next
         try:
-            grants = [*self.writable(tree, temp), *also] if self.restrict else []
-            yield (lambda argv: wrap(argv, writable=grants, restrict=self.restrict)), {"TMPDIR": str(temp)}
+            grants = [*self.writable(tree, temp, env), *also] if self.restrict else []
+            own = {**env, "TMPDIR": str(temp), "TMUX_TMPDIR": str(temp)}
+            yield (lambda argv: wrap(argv, writable=grants, restrict=self.restrict)), own
         finally:
             shutil.rmtree(temp, ignore_errors=True)
 
 
 def confinement(homes: Sequence[str] = (), extra: Sequence[str] = (), *, sandbox: bool = True,
-                keep_out: Sequence[Path] = ()) -> Confinement:
+                keep_out: Sequence[Path] = (), home_variables: Sequence[str] = ()) -> Confinement:
     """The agent's grants; writes are restricted when the project wants it and the kernel can."""
-    return Confinement(tuple(homes), tuple(extra), tuple(Path(p).resolve() for p in keep_out),
+    return Confinement(tuple(homes), tuple(home_variables), tuple(extra), tuple(Path(p).resolve() for p in keep_out),
                        restrict=sandbox and unavailable_reason() is None)
 
 

@@ -33,6 +33,7 @@ class Settings:
     permission_mode: str | None = None
     extra_args: tuple[str, ...] = ()
     budget_usd: float | None = None  # the task's/run's remaining cost budget; None: no limit
+    sandboxed: bool = False  # goldenloop's sandbox confines its writes (an agent's own sandbox may then be off)
 
 
 @dataclass
@@ -95,8 +96,10 @@ class Preset:
     # Variables it needs to run unattended; the user's own environment wins.
     env: dict[str, str] = field(default_factory=dict, hash=False)
     # Where in the home folder it keeps its login, settings, sessions and caches (a folder
-    # ends in "/"): writable in its sandbox (orchestrator/executors/confinement.py).
+    # ends in "/"), and the variables that move them elsewhere when set: writable in its
+    # sandbox (orchestrator/executors/confinement.py).
     homes: tuple[str, ...] = ()
+    home_variables: tuple[str, ...] = ()
 
 
 # -- Claude Code: `claude -p ... --output-format json` ----------------------------------
@@ -162,7 +165,10 @@ _CODEX_NOISE = (r"Model metadata for .* not found", r"could not create PATH alia
 
 
 def _codex_argv(prompt: str, scratch: Scratch, s: Settings) -> list[str]:
-    return [s.program, "exec", "--json", "--sandbox", s.permission_mode or "workspace-write", *_CODEX_UNATTENDED,
+    # Codex's own sandbox mounts, which a process Landlock restricts may not do: inside
+    # goldenloop's sandbox, which confines its writes, it is off unless the user sets one.
+    own = "danger-full-access" if s.sandboxed else "workspace-write"
+    return [s.program, "exec", "--json", "--sandbox", s.permission_mode or own, *_CODEX_UNATTENDED,
             "--output-last-message", str(scratch.last_message), *_model(s), *s.extra_args, prompt]
 
 
@@ -353,9 +359,10 @@ PRESETS: dict[str, Preset] = {
     "claude-code": Preset("claude-code", "claude", _claude_argv, _claude_report, memory_file="CLAUDE.md",
                           environment=_CLAUDE_ENVIRONMENT, env=_CLAUDE_ENV,
                           homes=(".claude/", ".claude.json", ".claude.json.backup", ".cache/claude/",
-                                 ".config/claude/")),
+                                 ".config/claude/"), home_variables=("CLAUDE_CONFIG_DIR",)),
     "codex": Preset("codex", "codex", _codex_argv, _codex_report, memory_file="AGENTS.md",
-                    environment=_CODEX_ENVIRONMENT, noise=_CODEX_NOISE, homes=(".codex/",)),
+                    environment=_CODEX_ENVIRONMENT, noise=_CODEX_NOISE, homes=(".codex/",),
+                    home_variables=("CODEX_HOME",)),
     "aider": Preset("aider", "aider", _aider_argv, _aider_report, caches=(".aider.tags.cache.v*",),
                     environment=(r"litellm\.NotFoundError",), gave_up=_AIDER_GAVE_UP,
                     # its model-info download, which fails offline and changes nothing
