@@ -23,6 +23,7 @@ from orchestrator.git.repo import HistoryRewritten
 from orchestrator.judging.judgement import Judgement
 from orchestrator.judging.test_paths import is_test_path
 from orchestrator.loop.attempt import Attempt, Escalate, KeepBest, PutBack, Retry
+from orchestrator.loop.escapes import escape_sentence, refused_writes
 from orchestrator.loop.failure import fail, not_applied, repeated
 from orchestrator.loop.prompt import LastAttempt, focus_text, start_over
 from orchestrator.loop.reflecting import prompt_for, reflect_on, reflect_on_unapplied
@@ -138,6 +139,19 @@ async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
     leaked = await anyio.to_thread.run_sync(secret_written, s.p.repo, s.tree.base, s.changed)
     if leaked:  # never committed, whatever the checks say
         await _rejected(s, a, executed, "secret_written", f"rejected: {leaked}")
+    await _stayed_in_its_tree(s, a, executed)
+
+
+async def _stayed_in_its_tree(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
+    """An agent in its sandbox that tried to change the user's checkout is rejected (the
+    kernel refused the write; its output says so); other refused writes are noted."""
+    if not getattr(s.p.executor, "sandboxed", False) or s.p.repo.root == s.p.project_dir:
+        return
+    inside, outside = refused_writes(executed.reply or "", s.p.project_dir, s.p.repo.common_dir)
+    if outside:
+        s.event("sandbox_refused", attempt=a.number, paths=outside[:20])
+    if inside:
+        await _rejected(s, a, executed, "sandbox_escape", escape_sentence(inside))
 
 
 async def _linked_untouched(s: SubtaskState, a: Attempt) -> None:

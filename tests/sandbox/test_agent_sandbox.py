@@ -3,6 +3,7 @@ with an agent command that fixes the bug and also reaches outside its tree."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -70,16 +71,19 @@ def test_a_project_that_switches_the_sandbox_off_is_told_so_once(git_repo: Path,
 # An agent in a parallel worker's worktree that finds the user's checkout through git and
 # tries to change it: a stray file, the README, and a waiver of every test in project.json.
 ESCAPING = """import pathlib, subprocess, sys
+runs = pathlib.Path(sys.argv[2])
+runs.write_text(str(int(runs.read_text() or 0) + 1) if runs.exists() else "1")
 common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
                         capture_output=True, text=True, check=True).stdout.strip()
 checkout = pathlib.Path(common).parent
-for name, text in (("stray.txt", "x"), ("README.md", "rewritten"),
-                   (".openagents/project.json", '{"checks": {"knownFailures": ["*"]}}')):
-    try:
-        (checkout / name).write_text(text)
-        print("wrote", checkout / name)
-    except PermissionError:
-        print("refused", checkout / name)
+if runs.read_text() == "1":  # its first attempt only
+    for name, text in (("stray.txt", "x"), ("README.md", "rewritten"),
+                       (".openagents/project.json", '{"checks": {"knownFailures": ["*"]}}')):
+        try:
+            (checkout / name).write_text(text)
+            print("wrote", checkout / name)
+        except PermissionError as error:
+            print(error)
 pathlib.Path("calc.py").write_text(pathlib.Path(sys.argv[1]).read_text())
 """
 
@@ -90,13 +94,21 @@ def test_a_parallel_worker_cannot_reach_the_users_checkout(git_repo: Path, tmp_p
 
     (tmp_path / "agent.py").write_text(ESCAPING)
     (tmp_path / "fixed.txt").write_text(FIXED)
-    command = f"{sys.executable} {tmp_path / 'agent.py'} {tmp_path / 'fixed.txt'} {{prompt_file}}"
-    config = {"executor": {"kind": "command", "command": command, "writable": []}, "reflexion": {"useLLM": False}}
+    runs = tmp_path / "state" / "runs"
+    runs.parent.mkdir()
+    command = f"{sys.executable} {tmp_path / 'agent.py'} {tmp_path / 'fixed.txt'} {runs} {{prompt_file}}"
+    config = {"executor": {"kind": "command", "command": command, "writable": [str(runs.parent)]},
+              "reflexion": {"useLLM": False}}
     repo = make_project(git_repo, [], config=config)
     readme, settings = (repo / "README.md").read_bytes(), (repo / ".openagents" / "project.json").read_bytes()
 
     assert overnight_main([str(repo), "--parallel", "2", "--max-tasks", "1"]) == 0
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    plan = json.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_text())
+    first, second = plan["subtasks"][0]["attempts"]
+    assert (first["outcome"], second["outcome"]) == ("integrity", "passed")
+    assert first["summary"].startswith("rejected: the agent tried to change stray.txt, README.md, "
+                                             ".openagents/project.json in your checkout, outside its worktree")
     assert git(repo, "show", "HEAD~1:calc.py") == FIXED or git(repo, "show", "HEAD:calc.py") == FIXED
     assert not (repo / "stray.txt").exists()
     assert (repo / "README.md").read_bytes() == readme
