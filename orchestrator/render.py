@@ -212,6 +212,10 @@ class HumanLines:
     def _task_blocked(self, e: Event) -> str:
         return f"  blocked {e['taskId']}: {e.get('reason')}"
 
+    def _landing_blocked(self, e: Event) -> str:
+        """Closed in its worktree, then not landed: a file of the user's was in the way."""
+        return f"  blocked {e['taskId']} after all: {e.get('reason')}"
+
     def _task_reopened(self, e: Event) -> str:
         return f"  put {e['taskId']} back to open ({e.get('reason')})"
 

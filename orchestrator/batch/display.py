@@ -73,9 +73,10 @@ class LiveDisplay(AbstractContextManager):
                 self.done += 1
             elif kind == "task_blocked":
                 self.blocked += 1
-        elif kind in ("merge_conflict", "combined_checks_failed"):  # closed in its worktree, then blocked
+        elif kind in ("merge_conflict", "combined_checks_failed", "landing_blocked"):  # closed, then not landed
             self.done, self.blocked = self.done - 1, self.blocked + 1
-            what = "merge conflict" if kind == "merge_conflict" else "checks fail with the tasks landed since"
+            what = {"merge_conflict": "merge conflict", "landing_blocked": "a file of yours is in the way"}.get(
+                kind, "checks fail with the tasks landed since")
             self.last = f"{task}: {what}, kept on branch {event.get('branch')}"
         elif kind in ("notice", "repository_refused"):
             self.last = str(event.get("message") or event.get("reason"))
@@ -117,7 +118,7 @@ class OvernightLines(HumanLines):
         return f"  stopped {e.get('taskId')}: {e.get('reason')}"
 
     def _merge_conflict(self, e: Event) -> str:
-        return f"  blocked {e.get('taskId')} after all: merge conflict: {e.get('reason')}"
+        return f"  blocked {e.get('taskId')} after all: {e.get('reason')}"  # it starts "merge conflict: "
 
     def _combined_checks_failed(self, e: Event) -> str:
         return f"  blocked {e.get('taskId')} after all: {e.get('reason')}"

@@ -325,7 +325,7 @@ class RepoRun:
 
     def block_landing(self, task: Task, tree: Worktree, outcome: TaskOutcome, reason: str, event: str) -> None:
         """The loop closed the task in the worktree; blocked now, so not closed at any time."""
-        outcome.status, outcome.reason = "blocked", reason
+        outcome.status, outcome.reason, outcome.commits = "blocked", reason, []  # none on the user's branch
         self.session.board.update(task.id, status="blocked", close_reason=redact(reason), closed_at=None)
         self.session.runlog.event(event, taskId=task.id, branch=tree.branch, reason=reason)  # type: ignore[union-attr]
         landing.landed(self.session.project_dir, task.id)
