@@ -20,6 +20,8 @@ from offline import closed_port, loopback_only
 from programs import needs, program
 from projects import CALC, do_one_task, events_of, git, tasks_on_disk
 
+from orchestrator.batch.worktree import Worktrees
+
 pytestmark = needs("openhands")
 
 FIXED = CALC.replace("a - b", "a + b")
@@ -48,8 +50,11 @@ def project(repo: Path, model: str = "openai/scripted") -> Path:
 
 
 def fix_add(repo: Path, usage: list[Usage]) -> list[Turn]:
-    """Its tool calls: edit calc.py (its editor wants an absolute path), run it, finish."""
-    edit = {"command": "str_replace", "path": str(repo / "calc.py"), "old_str": "return a - b",
+    """Its tool calls: edit calc.py (its editor wants an absolute path: in the folder it
+    runs in, the task's worktree, which its prompt names as its working directory), run
+    it, finish."""
+    tree = Worktrees(repo.resolve()).home / "worker-1"
+    edit = {"command": "str_replace", "path": str(tree / "calc.py"), "old_str": "return a - b",
             "new_str": "return a + b", "security_risk": "LOW"}
     run = {"command": "python3 -c 'import calc; print(\"sum\", calc.add(2, 3))'", "security_risk": "LOW"}
     return [Turn(tool_calls=[ToolCall("file_editor", edit)], usage=usage[0]),
