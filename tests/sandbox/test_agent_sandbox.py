@@ -18,9 +18,9 @@ FIXED = CALC.replace("a - b", "a + b")
 # Fixes calc.py, then tries what a careless or hostile agent tries: a file beside the
 # repository, and the system's temporary folder; its own TMPDIR is for it to use.
 AGENT = """import os, pathlib, sys, tempfile
-outside = pathlib.Path(sys.argv[1])
+outside, in_tmp = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[3])
 pathlib.Path("calc.py").write_text(pathlib.Path(sys.argv[2]).read_text())
-for target in (outside / "stray.txt", pathlib.Path("/tmp") / "goldenloop-test-stray.txt"):
+for target in (outside / "stray.txt", in_tmp):
     try:
         target.write_text("written by the agent")
         print("wrote", target)
@@ -32,12 +32,18 @@ with tempfile.NamedTemporaryFile("w") as scratch:
 """
 
 
+def in_tmp(tmp_path: Path) -> Path:
+    """A file straight in /tmp, named for this test run (the checkout lies under /tmp here)."""
+    return Path("/tmp") / f"goldenloop-test-stray-{tmp_path.parent.name}-{tmp_path.name}.txt"
+
+
 def sandboxed_project(git_repo: Path, tmp_path: Path, **executor: object) -> tuple[Path, Path]:
     outside = tmp_path / "beside-the-checkout"
     outside.mkdir()
     (tmp_path / "agent.py").write_text(AGENT)
     (tmp_path / "fixed.txt").write_text(FIXED)
-    command = f"{sys.executable} {tmp_path / 'agent.py'} {outside} {tmp_path / 'fixed.txt'} {{prompt_file}}"
+    command = (f"{sys.executable} {tmp_path / 'agent.py'} {outside} {tmp_path / 'fixed.txt'} {in_tmp(tmp_path)} "
+               "{prompt_file}")
     config = {"executor": {"kind": "command", "command": command, "writable": [], **executor},
               "reflexion": {"useLLM": False}}
     return make_project(git_repo, [], config=config), outside
@@ -51,7 +57,7 @@ def test_an_agent_writes_its_tree_and_nothing_beside_it(git_repo: Path, tmp_path
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
     assert git(repo, "show", "HEAD:calc.py") == FIXED
     assert list(outside.iterdir()) == []
-    assert not Path("/tmp/goldenloop-test-stray.txt").exists()
+    assert not in_tmp(tmp_path).exists()
     said = capsys.readouterr().out
     assert "without a sandbox" not in said and "sandbox is false" not in said
 
@@ -65,7 +71,7 @@ def test_a_project_that_switches_the_sandbox_off_is_told_so_once(git_repo: Path,
         assert said.count("executor.sandbox is false: the agent may change any file you can") == 1
         assert (outside / "stray.txt").read_text() == "written by the agent"
     finally:
-        Path("/tmp/goldenloop-test-stray.txt").unlink(missing_ok=True)
+        in_tmp(tmp_path).unlink(missing_ok=True)
 
 
 # An agent in a parallel worker's worktree that finds the user's checkout through git and
