@@ -96,6 +96,8 @@ def _alive(pid: int) -> bool:
 
 
 def _project(folder: Path) -> list[tuple[bool, str]]:
+    if not folder.is_dir():
+        return [(False, f"{folder}: no such folder (--dir names the project)")]
     try:
         config = load_config(folder).config
     except ConfigError as exc:

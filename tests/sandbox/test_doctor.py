@@ -40,3 +40,9 @@ def test_doctor_says_what_is_wrong_with_a_broken_config(git_repo: Path, capsys: 
     code, lines = doctor(git_repo, capsys)
     assert code == 1
     assert any(line.startswith("NO") and "project.json cannot be used" in line for line in lines)
+
+
+def test_doctor_names_a_folder_that_is_not_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines = doctor(tmp_path / "nowhere", capsys)
+    assert code == 1
+    assert f"NO   {tmp_path / 'nowhere'}: no such folder (--dir names the project)" in lines
