@@ -113,8 +113,9 @@ async def _same_as_failed(s: SubtaskState, a: Attempt, executed: ExecutionResult
 
 
 async def guard(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> None:
-    """What an attempt may not do, undone before anything is judged: an agent's own commits
-    become changes again, the user's files and the files that judge attempts are put back."""
+    """What an attempt may not do, undone or refused before anything is judged: an agent's
+    own commits become changes again (without the sandbox), the files that judge attempts
+    are put back, a secret written or a reach into the user's checkout rejects it."""
     await _linked_untouched(s, a)
     unhidden = await s.tree.unhide()
     if unhidden:  # an edit git was told not to see is an edit all the same
