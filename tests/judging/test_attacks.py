@@ -229,12 +229,13 @@ def test_an_agent_that_tampers_with_git_or_the_judge_closes_nothing(
     still_a_bug(repo, start)
 
 
-@pytest.mark.parametrize("sandbox", [True, False])
+@pytest.mark.parametrize("sandbox", [
+    pytest.param(True, marks=pytest.mark.skipif(abi() == 0, reason=f"no Landlock here: {unavailable_reason()}")),
+    False,
+])
 def test_an_agent_that_poisons_the_linked_venv_stops_the_task(git_repo: Path, tmp_path: Path, sandbox: bool) -> None:
-    # In its sandbox the agent cannot write the linked .venv at all; without one (no
-    # Landlock here), the judge sees the change and stops the task.
-    if sandbox and abi() == 0:
-        pytest.skip(f"no Landlock here: {unavailable_reason()}")
+    # In its sandbox the agent cannot write the linked .venv at all; without one (as on a
+    # machine without Landlock), the judge sees the change and stops the task.
     # The project runs its tests with its own .venv, which the judge's tree links from the checkout.
     venv = git_repo / ".venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

@@ -41,11 +41,11 @@ def test_a_key_from_env_is_masked_by_its_name_in_any_text(repo: Path) -> None:
 
 
 def test_environment_variables_with_secret_names_are_learnt_and_others_are_not(repo: Path) -> None:
-    values = secrets_in_reach(repo, environ={"GH_TOKEN": KEY, "PWD": "/work/main", "MAX_TOKENS": "150000000",
-                                             "HOME": "/root", "DB_PASSWORD": "hunter2-long-enough"})
+    values = secrets_in_reach(repo, environ={"GH_TOKEN": KEY, "PWD": "/home/ann/shop", "MAX_TOKENS": "150000000",
+                                             "HOME": "/home/ann", "DB_PASSWORD": "hunter2-long-enough"})
     with secrets_known(values):
-        shown = redact(f"{KEY} /work/main 150000000 hunter2-long-enough")
-    assert shown == "[REDACTED:GH_TOKEN] /work/main 150000000 [REDACTED:DB_PASSWORD]"
+        shown = redact(f"{KEY} /home/ann/shop 150000000 hunter2-long-enough")
+    assert shown == "[REDACTED:GH_TOKEN] /home/ann/shop 150000000 [REDACTED:DB_PASSWORD]"
 
 
 def test_ignored_folders_are_read_but_tool_folders_and_tracked_files_are_not(repo: Path) -> None:
