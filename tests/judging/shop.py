@@ -9,24 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from projects import PY, git, task
+from projects import CALC, CALC_TESTS, PY, git, task
 
-CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 CALC_FIXED = CALC.replace("return a - b", "return a + b")
-CALC_TESTS = '''from calc import add, mul
-
-
-def test_add():
-    assert add(2, 3) == 5
-
-
-def test_add_negative():
-    assert add(-1, -1) == -2
-
-
-def test_mul():
-    assert mul(3, 4) == 12
-'''
 TODO = '''def add_item(items, name):
     """The list with `name` at its end."""
     return [*items, name]
