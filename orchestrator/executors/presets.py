@@ -202,9 +202,11 @@ _AIDER_TOKENS = re.compile(r"Tokens: ([0-9.]+[kM]?) sent,(?: [0-9.]+[kM]? cache 
 # Unattended, `--yes-always` would accept the release notes (a browser), analytics and
 # any URL in the prompt. goldenloop commits the work itself, so Aider's commit-message
 # call (whose tokens it never prints) is not made; unstreamed, its token counts are the
-# server's own rather than litellm's estimate.
+# server's own rather than litellm's estimate. Once its chat passes 1024 tokens (for a
+# model it does not know) it summarises the chat for a next message that never comes: a
+# model call whose tokens it never prints, and whose failure reads as the run's own.
 _AIDER_UNATTENDED = ("--no-show-release-notes", "--no-analytics", "--no-check-update", "--no-show-model-warnings",
-                     "--no-detect-urls", "--no-auto-commits", "--no-stream")
+                     "--no-detect-urls", "--no-auto-commits", "--no-stream", "--max-chat-history-tokens", "1000000000")
 
 
 def _aider_argv(prompt: str, scratch: Scratch, s: Settings) -> list[str]:

@@ -7,6 +7,7 @@ what it printed.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,8 @@ import pytest
 from agentkit import agent_project, transcript
 from model_server import ModelServer, Turn, Usage
 from offline import closed_port
-from programs import needs, program
-from projects import CALC, do_one_task, events_of, git, tasks_on_disk
+from programs import needs
+from projects import CALC, do_one_task, events_of, git, task, tasks_on_disk
 
 pytestmark = needs("aider")
 
@@ -76,6 +77,26 @@ def test_a_wrong_edit_is_retried_with_the_failing_test_never_the_command_line(
     first, retry = aider_env.prompts()
     assert "assert 0 == 5" not in first and "assert 0 == 5" in retry  # what the tests said of attempt 1
     assert "--message-file" not in retry and "--yes-always" not in retry
+
+
+def test_a_long_task_is_one_model_call_not_a_second_to_summarise_a_chat_that_ends(
+    git_repo: Path, aider_env: ModelServer
+) -> None:
+    # A bug report as users paste them: the traceback and the log around it. Past 1024
+    # tokens of chat Aider would summarise the chat in the background as its run ends.
+    log = "".join(f"2026-11-28 23:{i % 60:02d}:07 INFO calc: add({i}, {i + 1}) -> -1 (order {i})\n" for i in range(120))
+    report = ("add() in calc.py returns the wrong result; make tests pass.\n\nFrom last night's batch:\n\n"
+              f"```\n{log}```\n")
+    aider_env.script([Turn(reply=whole(FIXED))])
+    repo = project(git_repo)
+    tasks = repo / ".openagents" / "tasks.jsonl"
+    tasks.write_text(json.dumps(task(description=report)) + "\n")
+    git(repo, "commit", "-qam", "a long bug report")
+
+    assert do_one_task(repo) == 0
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert len(aider_env.model_requests()) == 1  # the fix; no summary of a chat no one continues
 
 
 def test_an_empty_reply_is_aider_giving_up_and_the_retry_is_told_so(git_repo: Path, aider_env: ModelServer) -> None:

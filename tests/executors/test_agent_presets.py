@@ -54,7 +54,8 @@ elif name == "codex":
                                                        "output_tokens": 50}}):
         print(json.dumps(event))
 elif name == "aider":
-    for flag in ("--message-file", "--chat-history-file", "--input-history-file", "--read", "--model"):
+    for flag in ("--message-file", "--chat-history-file", "--input-history-file", "--read", "--model",
+                 "--max-chat-history-tokens"):
         p.add_argument(flag)
     for flag in ("--yes-always", "--no-pretty", "--no-gitignore", "--no-show-release-notes", "--no-analytics",
                  "--no-check-update", "--no-show-model-warnings", "--no-detect-urls", "--no-auto-commits", "--no-stream"):
