@@ -85,6 +85,9 @@ EditFormatSetting = Literal["auto", "whole", "search-replace", "diff"]
 # Coding agents with a preset (orchestrator/executors/presets.py): their headless
 # invocation, their output read for cost, tokens, session id and final message.
 AGENT_PRESETS = ("claude-code", "codex", "aider", "mini-swe-agent", "openhands")
+# The presets that call their model through litellm, by a name goldenloop can call too
+# (Claude Code and Codex sign in their own way, with their own model names).
+LITELLM_AGENTS = ("aider", "mini-swe-agent", "openhands")
 ExecutorKind = Literal["builtin", "command", "claude-code", "codex", "aider", "mini-swe-agent", "openhands"]
 
 
@@ -126,6 +129,17 @@ class ExecutorConfig(_ConfigModel):
         if problem:
             raise ValueError(f"the template {problem} (got {_show(command)})")
         return command
+
+    @property
+    def named_model(self) -> str | None:
+        """The model the agent is told to use: agentModel, else a --model in extraArgs."""
+        if self.agent_model:
+            return self.agent_model
+        args = self.extra_args
+        for i, arg in enumerate(args[:-1]):
+            if arg == "--model":
+                return args[i + 1]
+        return next((arg.split("=", 1)[1] for arg in args if arg.startswith("--model=")), None) or None
 
     @model_validator(mode="after")
     def _command_when_kind_is_command(self) -> Self:
@@ -502,19 +516,35 @@ class ProjectConfig(_ConfigModel):
         )
 
     @property
-    def reflection_model(self) -> str:
-        """The model that writes reflections: reflexion.model, else defaultModel."""
-        return self.reflexion.model or self.default_model
+    def own_model(self) -> str | None:
+        """The model of goldenloop's own calls (planning; reflections, task notes and review
+        unless their settings name one). With the builtin editor, the model that works.
+        With an agent, only a model you named: defaultModel (or model.name, GOLDENLOOP_MODEL,
+        --model), else the agent's own if litellm calls it; None: no such call, reflections
+        are heuristic."""
+        if self.executor.kind == "builtin" or "default_model" in self.model_fields_set:
+            return self.default_model
+        return self.executor.named_model if self.executor.kind in LITELLM_AGENTS else None
 
     @property
-    def review_model(self) -> str:
+    def reflection_model(self) -> str | None:
+        """The model that writes reflections: reflexion.model, else the own model."""
+        return self.reflexion.model or self.own_model
+
+    @property
+    def review_model(self) -> str | None:
         """The model that judges a passing attempt: review.model, else the reflection model."""
         return self.review.model or self.reflection_model
 
     @property
+    def reflections_by_model(self) -> bool:
+        """Whether a model writes the reflections (reflexion on, useLLM, and a model to call)."""
+        return self.reflexion.enabled and self.reflexion.use_llm and self.reflection_model is not None
+
+    @property
     def task_reflection_on(self) -> bool:
         """memory.taskReflection, when a model writes reflections at all."""
-        return self.memory.task_reflection and self.reflexion.enabled and self.reflexion.use_llm
+        return self.memory.task_reflection and self.reflections_by_model
 
     @property
     def reflection_timeout_s(self) -> float:

@@ -119,7 +119,9 @@ def make_project(
         "reflexion": {"maxRetries": 3},
     }
     for key, value in (config or {}).items():
-        if isinstance(value, dict) and isinstance(settings.get(key), dict):
+        if value is None:  # a key the test leaves unset
+            settings.pop(key, None)
+        elif isinstance(value, dict) and isinstance(settings.get(key), dict):
             settings[key] = {**settings[key], **value}
         else:
             settings[key] = value

@@ -3,7 +3,8 @@
 It runs the sandbox's wrapper on a shell that writes inside a granted folder and outside
 it, and one that leaves a daemon behind, so each line reports what the kernel did, not
 what goldenloop expects of it. In a project it also says which agent the project runs,
-whether its program is found, and where that agent may write.
+whether its program is found, where that agent may write, the checks, and which models
+the agent and goldenloop call, where, and whether their keys are set (doctor_models.py).
 """
 
 from __future__ import annotations
@@ -99,13 +100,22 @@ def _project(folder: Path) -> list[tuple[bool, str]]:
     if not folder.is_dir():
         return [(False, f"{folder}: no such folder (--dir names the project)")]
     try:
-        config = load_config(folder).config
+        loaded = load_config(folder)
     except ConfigError as exc:
         return [(False, f"{folder}: project.json cannot be used: {exc}")]
+    if loaded.path is None:
+        return [(True, f"{folder}: no .openagents/project.json, so nothing about a project (`goldenloop init` "
+                       "writes one)")]
+    config = loaded.config
+    from orchestrator.commands.doctor_models import model_lines
+
+    checks = [*config.typecheck_commands, *config.test_commands]
+    found = [(True, "checks: " + ", ".join(f"`{c}`" for c in checks)) if checks else
+             (False, f"{folder}: project.json sets no testCommands or typecheckCommands: no attempt could be checked")]
+    found += model_lines(config)
     executor = config.executor
     if executor.kind == "builtin":
-        return [(True, f"{folder}: the builtin editor makes the edits (no agent program to confine)")]
-    found: list[tuple[bool, str]] = []
+        return [*found, (True, f"{folder}: the builtin editor makes the edits (no agent program to confine)")]
     if executor.kind != "command":
         from orchestrator.executors.presets import PRESETS
 

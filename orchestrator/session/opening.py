@@ -114,6 +114,19 @@ def check_api_keys(config: ProjectConfig, models: list[str]) -> None:
             raise UserError(f"{problem.removesuffix('.')}: {hint}.")
 
 
+def own_model_notice(config: ProjectConfig) -> str | None:
+    """With an agent at work, which model goldenloop's own calls use, said once a run when
+    no setting of the project named it; None when one did, or no call would be made."""
+    if not (config.reflexion.enabled and config.reflexion.use_llm) or config.reflexion.model:
+        return None
+    if "default_model" in config.model_fields_set:
+        return None
+    if config.own_model is None:
+        return ("goldenloop's own reflections are heuristic, with no model call: with an agent at work it calls "
+                "only a model you name (reflexion.model, defaultModel or executor.agentModel)")
+    return f"goldenloop's own reflections use the agent's model, {config.own_model}"
+
+
 def check_agent_program(config: ProjectConfig, project_dir: Path) -> None:
     """Before any attempt: a missing program is the config's fault, not the task's."""
     if problem := missing_agent_program(config.executor, project_dir):

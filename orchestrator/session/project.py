@@ -37,6 +37,7 @@ from orchestrator.session.opening import (
     load_project_config,
     memory_url_of,
     open_board,
+    own_model_notice,
     refuse_dirty_tree,
     take_lock,
 )
@@ -130,6 +131,8 @@ class ProjectSession:
 
             notice = sandbox_notice(self.config.executor.sandbox)
             if notice:
+                self.notices.append(notice)
+            if notice := own_model_notice(self.config):
                 self.notices.append(notice)
 
     def close(self) -> None:

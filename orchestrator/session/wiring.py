@@ -83,13 +83,13 @@ class Wiring:
             board=self.board,
             runlog=runlog,
             executor=self._executor(metered(c.default_model, "execute")),
-            planner=metered(c.default_model, "decompose") if c.decompose_min_chars > 0 else None,
+            planner=metered(c.own_model, "decompose") if c.decompose_min_chars > 0 and c.own_model else None,
             reflections=self._reflection_service(metered) if c.reflexion.enabled else None,
             session_id=runlog.run_id,
             meter=task_meter,
             budget_check=combine(*(limit.before_attempt for limit in ledgers)),
             task_reflector=self.task_reflector(metered(c.reflection_model, "task_reflect"))
-            if c.task_reflection_on else None,
+            if c.task_reflection_on and c.reflection_model else None,
             memory=self.project_memory() if c.reflexion.enabled else None,
             review=self._review_gate(metered, repo or self.repo) if c.review.enabled else None,
             judges=self.judges,
@@ -151,8 +151,9 @@ class Wiring:
 
     def _reflection_service(self, metered: Callable[[str, str], ChatModel]) -> ReflectionService:
         c = self.config
-        return ReflectionService(self.project_memory().store, metered(c.reflection_model, "reflect"),
-                                 use_llm=c.reflexion.use_llm, timeout_s=c.reflection_timeout_s,
+        model = metered(c.reflection_model, "reflect") if c.reflection_model else None
+        return ReflectionService(self.project_memory().store, model,
+                                 use_llm=c.reflections_by_model, timeout_s=c.reflection_timeout_s,
                                  max_per_retry=c.reflexion.max_reflections_per_retry,
                                  template=self.templates.reflection)
 
@@ -174,7 +175,7 @@ class Wiring:
             raise MemoryUnavailable(f"{exc} (memory.store)") from None
         try:
             strategy = open_task_strategy(c.memory.task_reflection_strategy,
-                                          model or self.base_model(c.reflection_model),
+                                          model or self.base_model(c.reflection_model or c.default_model),
                                           timeout_s=c.reflection_timeout_s, template=c.memory.task_reflection_prompt)
         except TaskChoiceError as exc:
             raise UserError(f"{exc} (memory.taskReflectionStrategy)") from None
@@ -198,7 +199,7 @@ class Wiring:
         from orchestrator.checks.review import ReviewGate  # only a project that reviews
 
         c = self.config
-        model = metered(c.review_model, "review") if c.review.use_llm else None
+        model = metered(c.review_model, "review") if c.review.use_llm and c.review_model else None
         return ReviewGate(c.review, repo.root, model=model, template=self.templates.review,
                           timeout_s=c.timeouts.model_seconds, command_timeout_s=c.timeouts.verify_seconds)
 
@@ -256,11 +257,13 @@ class Wiring:
         c = self.config
         tasks = self.board.with_status("open", "in_progress") if tasks is None else tasks
         names = []
-        if c.executor.kind == "builtin" or any(self._plans(task) for task in tasks):
+        if c.executor.kind == "builtin":
             names.append(self.resolve_model(c.default_model))
-        if c.reflexion.enabled and c.reflexion.use_llm:
+        if c.own_model and any(self._plans(task) for task in tasks):
+            names.append(self.resolve_model(c.own_model))
+        if c.reflections_by_model and c.reflection_model:
             names.append(self.resolve_model(c.reflection_model))
-        if c.review.enabled and c.review.use_llm:
+        if c.review.enabled and c.review.use_llm and c.review_model:
             names.append(self.resolve_model(c.review_model))
         return list(dict.fromkeys(names))
 

@@ -11,10 +11,14 @@ from programs import program
 from projects import CALC, do_one_task, events_of, git, make_project, tasks_on_disk
 
 
-def agent_project(repo: Path, kind: str, timeout_s: float = 300, **executor: Any) -> Path:
-    """calc.py with its failing test, driven by the installed agent `kind`, one retry."""
+def agent_project(repo: Path, kind: str, timeout_s: float = 300, config: dict[str, Any] | None = None,
+                  **executor: Any) -> Path:
+    """calc.py with its failing test, driven by the installed agent `kind`, one retry;
+    `config` is laid over project.json's settings (None for a key: left unset)."""
     settings = {"executor": {"kind": kind, "program": str(program(kind)), "timeoutSeconds": timeout_s, **executor},
                 "reflexion": {"useLLM": False, "maxRetries": 1}}
+    for key, value in (config or {}).items():
+        settings[key] = {**settings[key], **value} if isinstance(settings.get(key), dict) else value
     return make_project(repo, [], config=settings)
 
 

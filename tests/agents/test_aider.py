@@ -16,11 +16,23 @@ from agentkit import agent_project, transcript
 from model_server import ModelServer, Turn, Usage
 from offline import closed_port
 from programs import needs
-from projects import CALC, do_one_task, events_of, git, task, tasks_on_disk
+from projects import (
+    CALC,
+    REFLECTION,
+    do_one_task,
+    events_of,
+    git,
+    outcome_lines,
+    reflection_lines,
+    task,
+    tasks_on_disk,
+)
 
 pytestmark = needs("aider")
 
 FIXED = CALC.replace("a - b", "a + b")
+SUCCESS = {"strategy": "Return a + b.", "whyItWorked": "add() subtracted.", "replicable": True,
+           "principle": "Read the failing assertion first.", "procedure": ["Read test_add.", "Fix add in calc.py."]}
 WRONG = CALC.replace("a - b", "0")
 
 
@@ -97,6 +109,41 @@ def test_a_long_task_is_one_model_call_not_a_second_to_summarise_a_chat_that_end
 
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
     assert len(aider_env.model_requests()) == 1  # the fix; no summary of a chat no one continues
+
+
+def test_goldenloop_reflects_with_the_agents_own_model_where_the_agent_is_served(
+    git_repo: Path, aider_env: ModelServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No defaultModel: the user named only the agent's model, on a local server.
+    aider_env.script([Turn(reply=whole(WRONG)), Turn(reply=REFLECTION), Turn(reply=whole(FIXED)),
+                      Turn(match="How the task ended", reply=json.dumps(SUCCESS))])
+    repo = project(git_repo, config={"defaultModel": None, "reflexion": {"useLLM": True}})
+
+    assert do_one_task(repo) == 0
+
+    assert [r.model for r in aider_env.model_requests()] == ["scripted"] * 4  # never gpt-4o-mini
+    [reflection] = reflection_lines(repo)
+    assert (reflection["source"], reflection["model"]) == ("llm", "openai/scripted")
+    assert "abs()" in reflection["analysis"]
+    [success] = outcome_lines(repo)
+    assert (success["source"], success["model"]) == ("llm", "openai/scripted")
+    assert "goldenloop's own reflections use the agent's model, openai/scripted" in capsys.readouterr().out
+
+
+def test_with_no_model_named_goldenloop_calls_none_and_says_so_once(
+    git_repo: Path, aider_env: ModelServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aider_env.script([Turn(reply=whole(WRONG)), Turn(reply=whole(FIXED))])
+    # Aider picks its default model for the key it finds; goldenloop has no model to call.
+    repo = project(git_repo, config={"defaultModel": None, "reflexion": {"useLLM": True}}, agentModel=None,
+                   extraArgs=["--edit-format", "whole"])
+
+    assert do_one_task(repo) == 0
+
+    assert len(aider_env.model_requests()) == 2  # the two attempts; no reflection call
+    assert [r["source"] for r in reflection_lines(repo)] == ["heuristic"]
+    out = capsys.readouterr().out
+    assert out.count("goldenloop's own reflections are heuristic, with no model call") == 1
 
 
 def test_an_empty_reply_is_aider_giving_up_and_the_retry_is_told_so(git_repo: Path, aider_env: ModelServer) -> None:
