@@ -34,6 +34,9 @@ CHANGE_BYTES, CHANGE_LINES = 8_000, 6  # of a passing fix kept in its success pr
 # the user waived (outcome "waived") is no such thing: that pass is a plain one.
 WAIVED = ("flaky", "preexisting")
 PLAIN_PASS = ("passed", "waived")
+# Attempts the environment stopped (no server, no login, a prompt the model refuses): they
+# say nothing about the task, so no lesson, success procedure or playbook is made of them.
+ENVIRONMENT_STOPS = frozenset({"environment", "model_refused"})
 _KINDS = {"edit_failed": "edit", "user_files": "touched_user_files", "repeat": "repeat",
           "model_refused": "model_refused"}
 
@@ -121,7 +124,7 @@ async def remember_task(p: LoopParts, task: Task, plan: SubtaskPlan, outcome: Ta
         return
     if outcome.stop_reason == StopReason.ENVIRONMENT:  # not logged in, no server: no lesson for other tasks
         return
-    clean = all(a.outcome in PLAIN_PASS for s in plan.subtasks for a in s.attempts)
+    clean = all(a.outcome in PLAIN_PASS for s in plan.subtasks for a in _real_work(s))
     if outcome.status == "closed" and clean and memory.settings.success_procedures != "always":
         return  # passed at once: nothing to learn, and nothing to import
     from reflection.outcome_model import written_outcome_reflections
@@ -211,10 +214,14 @@ def _story(p: LoopParts, memory: ProjectMemory, task: Task, plan: SubtaskPlan, o
     )
 
 
+def _real_work(subtask: Subtask) -> list[AttemptRecord]:
+    return [a for a in subtask.attempts if a.outcome not in ENVIRONMENT_STOPS]
+
+
 def _attempts(p: LoopParts, memory: ProjectMemory, subtask: Subtask) -> list[AttemptStory]:
     written = [a.reflection_id for a in subtask.attempts if a.reflection_id]
     found = {r.id: r for r in memory.store.recent(subtask.id, len(written))} if written else {}
-    stories = [_attempt(a, found.get(a.reflection_id or "")) for a in subtask.attempts]
+    stories = [_attempt(a, found.get(a.reflection_id or "")) for a in _real_work(subtask)]
     if subtask.commit and stories and any(not s.passed for s in stories):
         # What finally worked, in the code's own words: the lesson is found by them, too.
         change = _changed_lines(p.repo.commits_diff([subtask.commit], CHANGE_BYTES))

@@ -22,6 +22,7 @@ from projects import (
     do_one_task,
     events_of,
     git,
+    goldenloop,
     outcome_lines,
     reflection_lines,
     task,
@@ -175,6 +176,21 @@ def test_a_refused_key_blocks_the_task_at_once_in_aiders_words(
     assert ("the agent cannot run here: aider: litellm.AuthenticationError: AuthenticationError: OpenAIException - "
             "Incorrect API key provided.") in out
     assert "--message-file" not in out
+
+
+def test_an_outage_teaches_nothing_when_the_task_later_passes(git_repo: Path, aider_env: ModelServer) -> None:
+    aider_env.override = Turn(error="auth")
+    repo = project(git_repo)
+    assert do_one_task(repo) == 1  # blocked: the environment
+    aider_env.override = None
+    aider_env.script([Turn(reply=whole(FIXED))])
+
+    assert goldenloop(repo, "reopen", "T-1") == 0
+    assert do_one_task(repo) == 0
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert outcome_lines(repo) == []  # it passed at its first real attempt: no lesson, no playbook
+    assert not list((repo / ".openagents" / "memory" / "reflections").rglob("*.md"))
 
 
 @pytest.mark.slow  # Aider retries a refused connection for a minute before it gives up
