@@ -40,6 +40,10 @@ COMMON_ENVIRONMENT = (
     r"not logged in|please run /login",
     r"^goldenloop sandbox: ",  # its sandbox could not be set up: nothing ran
 )
+# A model server's refusal of the request itself (a 4xx) or an empty reply: the same one
+# on two runs in a row is the environment, which no retry's prompt changes.
+_REFUSAL = re.compile(r"\b4\d\d\b|BadRequestError|NotFoundError|UnprocessableEntityError|PermissionDeniedError|"
+                      r"empty (?:response|reply|answer|message)|no (?:content|choices) (?:in|was returned)", re.I)
 _FAILURE_WORDS = re.compile(r"error|failed|exception|abort|refused|denied|cannot|can't|unable", re.I)
 
 
@@ -102,3 +106,9 @@ def _last_line(output: str) -> str:
 
 def _sentence(text: str) -> str:
     return one_line(redact(text.strip()), SENTENCE_CHARS)
+
+
+def refused_again(sentence: str, before: str | None) -> bool:
+    """Whether an agent's failure `sentence` is the model server refusing the request (a
+    4xx) or answering nothing, word for word as the run `before` it failed."""
+    return sentence == before and _REFUSAL.search(sentence) is not None

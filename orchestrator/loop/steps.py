@@ -19,6 +19,7 @@ from orchestrator.budget import BudgetExceeded
 from orchestrator.checks.convergence import StopReason
 from orchestrator.checks.verify import Verdict
 from orchestrator.executors import ExecutionRequest, ExecutionResult
+from orchestrator.executors.agent_end import refused_again
 from orchestrator.git.repo import HistoryRewritten
 from orchestrator.judging.judgement import Judgement
 from orchestrator.judging.test_paths import is_test_path
@@ -184,9 +185,19 @@ async def _rejected(s: SubtaskState, a: Attempt, executed: ExecutionResult, even
     await fail(s, a, Verdict(passed=False, steps=[]), judged, executed)
 
 
+def _refused_again(s: SubtaskState, executed: ExecutionResult) -> bool:
+    """The agent's run failed on the model server's refusal or empty reply, as the last one did."""
+    last = s.subtask.attempts[-1] if s.subtask.attempts else None
+    before = last.summary if last is not None and last.outcome == "edit_failed" else None
+    return refused_again(executed.failure_summary(), before)
+
+
 async def judge(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> tuple[Verdict, Judgement]:
     """The checks' verdict as judged, when it passes. Nothing is run for a reply that was
     not applied, nor for a failed attempt's code given back: their verdict is known."""
+    if not executed.ok and executed.failure_kind == "agent" and _refused_again(s, executed):
+        executed = executed.model_copy(update={
+            "failure_kind": "environment", "error": f"{executed.error} (on two runs in a row: no retry changes it)"})
     if not executed.ok and executed.failure_kind == "environment":  # no retry can install it
         s.record(a, "environment", executed.failure_summary(), executed=executed,
                  reflection_id=await reflect_on_unapplied(s, executed))

@@ -161,6 +161,22 @@ def test_an_empty_reply_is_aider_giving_up_and_the_retry_is_told_so(git_repo: Pa
     assert "Empty response received from LLM" in retry and "--message-file" not in retry
 
 
+def test_an_empty_reply_on_two_runs_in_a_row_is_the_environment_not_four_retries(
+    git_repo: Path, aider_env: ModelServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aider_env.fallback = Turn(reply="")  # a server that answers nothing, however asked
+    repo = project(git_repo, config={"reflexion": {"maxRetries": 3}})
+
+    assert do_one_task(repo) == 1
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+    assert len(events_of(repo, "agent_run")) == 2 and len(aider_env.model_requests()) == 2
+    out = capsys.readouterr().out
+    said = "aider: Empty response received from LLM. Check your provider account?"
+    assert f"the agent cannot run here: {said} (on two runs in a row: no retry changes it)" in out
+    assert "attempt 3/4" not in out
+
+
 def test_a_refused_key_blocks_the_task_at_once_in_aiders_words(
     git_repo: Path, aider_env: ModelServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

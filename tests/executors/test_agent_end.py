@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.checks.verify import CommandResult
-from orchestrator.executors.agent_end import diagnose
+from orchestrator.executors.agent_end import diagnose, refused_again
 from orchestrator.executors.presets import PRESETS, Report
 
 PROMPT = "# Task T-1: Fix add\n" + "the whole prompt " * 50
@@ -68,3 +68,17 @@ def test_a_secret_in_the_agents_last_word_is_redacted() -> None:
     output = "Error: 401 Unauthorized for key sk-ant-api03-" + "A" * 80 + "\n"
     end = diagnose(PRESETS["claude-code"], finished(output, 1), Report(), timeout_s=60)
     assert end.kind == "environment" and "AAAAAAAA" not in end.sentence
+
+
+@pytest.mark.parametrize(("sentence", "before", "again"), [
+    ("the agent run failed: aider: Empty response received from LLM.", "the agent run failed: aider: "
+     "Empty response received from LLM.", True),
+    ("the agent run failed: litellm.BadRequestError: 400 context length", "the agent run failed: litellm."
+     "BadRequestError: 400 context length", True),
+    ("the agent run failed: litellm.BadRequestError: 400 a", "the agent run failed: litellm.BadRequestError: 400 b",
+     False),  # a different refusal: the retry's prompt changed something
+    ("the agent run failed: it exited with code 1", "the agent run failed: it exited with code 1", False),
+    ("the agent run failed: aider: Empty response received from LLM.", None, False),
+])
+def test_the_same_refusal_twice_in_a_row_is_told_apart(sentence: str, before: str | None, again: bool) -> None:
+    assert refused_again(sentence, before) is again
