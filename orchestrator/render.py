@@ -69,7 +69,7 @@ class HumanLines:
         return f"  resuming: {e['done']} of {e['total']} subtask(s) already done"
 
     def _attempt_started(self, e: Event) -> str:
-        return f"  [{e['subtaskId']}] attempt {e['attempt']}/{e['of']}"
+        return f"  [{e['subtaskId']}] {attempt_words(e)}"
 
     def _edit_failed(self, e: Event) -> str:
         if e.get("failureKind") == "agent":
@@ -246,3 +246,13 @@ def _task_of(lesson: Event) -> str:
     """The task a lesson came from: `shop/T-3` for another project of a shared memory."""
     project = lesson.get("fromProject")
     return f"{project}/{lesson.get('fromTask')}" if project else str(lesson.get("fromTask"))
+
+
+def attempt_words(e: Event) -> str:
+    """"attempt 2, retry 1 of 3": numbered as `show` and `history` number it (counting
+    earlier runs), its retries as the config counts them (reflexion.maxRetries)."""
+    run_attempt, retries = e["attempt"], e["of"] - 1
+    number = e.get("number", run_attempt)
+    if run_attempt > 1:
+        return f"attempt {number}, retry {run_attempt - 1} of {retries}"
+    return f"attempt {number}, " + (f"up to {retries} retr{'y' if retries == 1 else 'ies'}" if retries else "no retry")

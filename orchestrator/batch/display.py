@@ -8,7 +8,7 @@ import time
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from orchestrator.render import HumanLines, JsonLines, verdict_mark
+from orchestrator.render import HumanLines, JsonLines, attempt_words, verdict_mark
 from orchestrator.runlog import Event, Listener
 from reflection.meter import Meter
 
@@ -60,7 +60,7 @@ class LiveDisplay(AbstractContextManager):
         if kind == "task_started":
             self.running[task] = "planning"
         elif kind == "attempt_started":
-            self.running[task] = f"{event['subtaskId']} attempt {event['attempt']}/{event['of']}"
+            self.running[task] = f"{event['subtaskId']} {attempt_words(event)}"
         elif kind == "verdict":
             self.last = f"{task}: {verdict_mark(event)} {event.get('summary', '')}"
         elif kind == "reflection":

@@ -169,7 +169,8 @@ def _show(args: argparse.Namespace, project: Path) -> int:
     subtasks = _subtasks(project, task.id)
     reflections = _reflections(layout, task.id)
     packet = layout.escalations / f"{safe_name(task.id)}.md"
-    escalation = {"path": str(packet), "summary": _packet_summary(packet)} if packet.is_file() else None
+    escalation = ({"path": str(packet), "summary": _packet_summary(packet), "resolved": task.status == "closed"}
+                  if packet.is_file() else None)
     data = {"task": _brief(task), "subtasks": subtasks, "reflections": reflections, "escalation": escalation}
     return _out(args, data, lambda: _show_text(task, subtasks, reflections, escalation))
 
@@ -219,7 +220,8 @@ def _reflections(layout: Layout, task_id: str) -> list[dict[str, Any]]:
 def _packet_summary(packet: Path) -> str:
     """The packet's own one-line account of why the loop gave up."""
     lines = packet.read_text(errors="replace").splitlines()
-    return next((line for line in lines if line.startswith("The loop gave up")), lines[0] if lines else "")
+    return next((line for line in lines if line.startswith(("The loop gave up", "The loop stopped"))),
+                lines[0] if lines else "")
 
 
 def _show_text(task: Task, subtasks: list[dict[str, Any]], reflections: list[dict[str, Any]],
@@ -243,7 +245,9 @@ def _show_text(task: Task, subtasks: list[dict[str, Any]], reflections: list[dic
         lines += ["", "reflections:"]
         lines += [f"  {r.get('subtaskId')} attempt {r.get('attemptNumber')}: {r.get('analysis')}\n"
                   f"    suggested: {r.get('suggestion')}" for r in reflections]
-    if escalation:
+    if escalation and escalation["resolved"]:  # the packet of a stop the task has since come through
+        lines += ["", f"an earlier escalation, before the task closed: {escalation['path']}"]
+    elif escalation:
         lines += ["", f"escalation: {escalation['path']}", f"  {escalation['summary']}"]
     return "\n".join(lines)
 

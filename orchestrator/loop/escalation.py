@@ -28,7 +28,7 @@ STOP_WORDS = {
     "plateau": "the attempts stopped improving",
     "oscillation": "the attempts went back and forth",
     "regression": "the last retry made things worse",
-    "environment": "the checks cannot run in this environment",
+    "environment": "the environment stopped it, and no retry can help",
 }
 
 
@@ -88,8 +88,7 @@ def _markdown(
         f"# Escalation: {task.id} — {task.title}",
         "",
         f"Subtask `{subtask.id}`: {subtask.title}",
-        f"The loop gave up after {len(snapshots)} attempt(s) ({STOP_WORDS.get(stop_reason, stop_reason)}). "
-        "The task is blocked until a human looks at it.",
+        _stopped(len(snapshots), stop_reason),
         "",
         "## What was tried",
         *[f"- Attempt {s.number}: {s.summary}" for s in snapshots],
@@ -126,6 +125,14 @@ def _markdown(
         "",
     ]
     return "\n".join(lines)
+
+
+def _stopped(attempts: int, stop_reason: str) -> str:
+    why = STOP_WORDS.get(stop_reason, stop_reason)
+    if stop_reason == "environment":
+        return (f"The loop stopped after {attempts} attempt(s): {why}. The task is blocked until the environment "
+                "is fixed; then `goldenloop reopen` runs it again.")
+    return f"The loop gave up after {attempts} attempt(s) ({why}). The task is blocked until a human looks at it."
 
 
 def _last_failure(snapshots: Sequence[AttemptSnapshot]) -> list[str]:

@@ -24,6 +24,7 @@ from orchestrator.git.repo import HistoryRewritten
 from orchestrator.judging.judgement import Judgement
 from orchestrator.judging.test_paths import is_test_path
 from orchestrator.loop.attempt import Attempt, Escalate, KeepBest, PutBack, Retry
+from orchestrator.loop.escalation import AttemptSnapshot
 from orchestrator.loop.escapes import escape_sentence, refused_writes
 from orchestrator.loop.failure import fail, not_applied, repeated
 from orchestrator.loop.prompt import LastAttempt, focus_text, start_over
@@ -55,7 +56,8 @@ def prepare(s: SubtaskState) -> Attempt:
     applying, s.next_applying = s.next_applying, []
     spent = p.meter.copy()
     prompt = prompt_for(s, s.last)
-    s.event("attempt_started", attempt=s.attempt, of=s.max_attempts, promptChars=len(prompt))
+    s.event("attempt_started", attempt=s.attempt, of=s.max_attempts, number=s.subtask.next_number,
+            promptChars=len(prompt))
     request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=s.attempt, hint_paths=s.changed,
                                focus=focus_text(s.task, s.plan, s.subtask))
     return Attempt(s.attempt, request, spent, applying, started=time.monotonic(), patch=s.latest_patch)
@@ -72,6 +74,7 @@ async def execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
         if exc.kind in TASK_MODEL_ERRORS:  # this task's prompt is the problem: retries cannot help
             refused = f"the model refused this task's prompt: {exc}"
             s.record(a, "model_refused", refused, reflection_id=await reflect_on(s, "environment", refused))
+            s.earlier.snapshots.append(AttemptSnapshot(a.number, refused, a.diff, 0.0))
             raise Escalate(StopReason.ENVIRONMENT) from None
         raise PutBack("model_unavailable", f"the model failed: {exc}") from None
     if executed.notes:  # an edit applied elsewhere than its reply said
@@ -201,6 +204,7 @@ async def judge(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> tuple
     if not executed.ok and executed.failure_kind == "environment":  # no retry can install it
         s.record(a, "environment", executed.failure_summary(), executed=executed,
                  reflection_id=await reflect_on_unapplied(s, executed))
+        s.earlier.snapshots.append(AttemptSnapshot(a.number, executed.failure_summary(), a.diff, 0.0))
         raise Escalate(StopReason.ENVIRONMENT)
     if not executed.ok:  # nothing ran: say exactly why, and how to get it right
         await not_applied(s, a, executed)

@@ -174,7 +174,7 @@ def test_an_empty_reply_on_two_runs_in_a_row_is_the_environment_not_four_retries
     out = capsys.readouterr().out
     said = "aider: Empty response received from LLM. Check your provider account?"
     assert f"the agent cannot run here: {said} (on two runs in a row: no retry changes it)" in out
-    assert "attempt 3/4" not in out
+    assert "attempt 3" not in out
 
 
 def test_a_refused_key_blocks_the_task_at_once_in_aiders_words(
@@ -194,19 +194,32 @@ def test_a_refused_key_blocks_the_task_at_once_in_aiders_words(
     assert "--message-file" not in out
 
 
-def test_an_outage_teaches_nothing_when_the_task_later_passes(git_repo: Path, aider_env: ModelServer) -> None:
+def test_an_outage_is_told_as_one_teaches_nothing_and_its_attempt_keeps_its_number(
+    git_repo: Path, aider_env: ModelServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     aider_env.override = Turn(error="auth")
     repo = project(git_repo)
     assert do_one_task(repo) == 1  # blocked: the environment
+    said = "aider: litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect API key provided."
+    packet = (repo / ".openagents" / "escalations" / "T-1.md").read_text()
+    assert "The loop stopped after 1 attempt(s): the environment stopped it, and no retry can help." in packet
+    assert f"## Last failure\n\nthe agent cannot run here: {said}" in packet and "unknown" not in packet
     aider_env.override = None
     aider_env.script([Turn(reply=whole(FIXED))])
+    capsys.readouterr()
 
     assert goldenloop(repo, "reopen", "T-1") == 0
     assert do_one_task(repo) == 0
+    run = capsys.readouterr().out
+    assert goldenloop(repo, "show", "T-1") == 0
+    shown = capsys.readouterr().out
 
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
     assert outcome_lines(repo) == []  # it passed at its first real attempt: no lesson, no playbook
     assert not list((repo / ".openagents" / "memory" / "reflections").rglob("*.md"))
+    assert "[T-1.1] attempt 2, up to 1 retry" in run  # the number show gives it
+    assert "attempt 2: passed" in shown and "status closed" in shown
+    assert "blocked until" not in shown and "an earlier escalation, before the task closed" in shown
 
 
 @pytest.mark.slow  # Aider retries a refused connection for a minute before it gives up

@@ -38,7 +38,7 @@ def test_pass_on_first_try_commits_exactly_the_changed_file(git_repo, capsys):
     assert do_one_task(repo) == 0
 
     out = capsys.readouterr().out
-    assert "attempt 1/4" in out and "PASS" in out
+    assert "attempt 1, up to 3 retries" in out and "PASS" in out
     log = git(repo, "log", "--format=%s", "-n", "2").splitlines()
     assert log == ["T-1: goldenloop bookkeeping", "T-1: Fix add"]
     code_commit = git(repo, "show", "--name-only", "--format=", "HEAD~1").split()
@@ -67,7 +67,7 @@ def test_fail_reflect_pass_puts_the_reflection_in_the_retry_prompt(git_repo, cap
     assert do_one_task(repo) == 0
 
     out = capsys.readouterr().out
-    assert "attempt 2/4" in out and "[edge_case]" in out
+    assert "attempt 2, retry 1 of 3" in out and "[edge_case]" in out
     saved = reflections(repo)
     assert len(saved) == 1
     r = saved[0]
