@@ -28,7 +28,15 @@ from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from orchestrator.checks.settings import CheckSettings
@@ -489,6 +497,9 @@ class ProjectConfig(_ConfigModel):
     # Once tasks.jsonl holds more closed tasks than this, all but the most recently closed
     # fifth of it move to .openagents/archive/tasks-<year>.jsonl; 0: never.
     archive_closed_over: int = Field(default=ARCHIVE_OVER, ge=0)
+    # Why the agent's model cannot serve goldenloop's own calls here (its key is not in
+    # goldenloop's environment), set when a run opens; None: nothing stands in the way.
+    _agent_model_unusable: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _fresh_retries_sample(self) -> Self:
@@ -524,7 +535,24 @@ class ProjectConfig(_ConfigModel):
         are heuristic."""
         if self.executor.kind == "builtin" or "default_model" in self.model_fields_set:
             return self.default_model
-        return self.executor.named_model if self.executor.kind in LITELLM_AGENTS else None
+        return self.agent_model_lent
+
+    @property
+    def agent_model_lent(self) -> str | None:
+        """The agent's model, when it can serve goldenloop's own calls too (see own_model)."""
+        if self.executor.kind not in LITELLM_AGENTS or self._agent_model_unusable:
+            return None
+        return self.executor.named_model
+
+    def agent_model_refused(self, why: str) -> ProjectConfig:
+        """This config, with the agent's model serving none of goldenloop's calls, for `why`."""
+        copy = self.model_copy()
+        copy._agent_model_unusable = why
+        return copy
+
+    @property
+    def agent_model_unusable(self) -> str | None:
+        return self._agent_model_unusable
 
     @property
     def reflection_model(self) -> str | None:

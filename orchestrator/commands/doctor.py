@@ -106,7 +106,9 @@ def _project(folder: Path) -> list[tuple[bool, str]]:
     if loaded.path is None:
         return [(True, f"{folder}: no .openagents/project.json, so nothing about a project (`goldenloop init` "
                        "writes one)")]
-    config = loaded.config
+    from orchestrator.session.opening import lend_agent_model
+
+    config = lend_agent_model(loaded.config)
     from orchestrator.commands.doctor_models import model_lines
 
     checks = [*config.typecheck_commands, *config.test_commands]

@@ -42,6 +42,9 @@ def _own_line(config: ProjectConfig) -> Line:
     if not (config.reflexion.enabled and config.reflexion.use_llm):
         return True, "goldenloop's own model: none (reflexion.useLLM is false: reflections are heuristic)"
     model = config.reflection_model
+    if model is None and config.agent_model_unusable:
+        return True, (f"goldenloop's own model: none, so its reflections are heuristic: the agent's "
+                      f"{config.agent_model_unusable} (export it for model-written ones)")
     if model is None:
         return True, ("goldenloop's own model: none named, so its reflections are heuristic "
                       "(set reflexion.model, defaultModel or executor.agentModel for model-written ones)")
@@ -57,7 +60,8 @@ def _model_line(who: str, model: str | None, config: ProjectConfig, *, own: bool
     key_env = config.model.api_key_env if own else None
     missing = missing_keys(model, api_base=base, api_key_env=key_env)
     if missing:
-        return False, f"{who}: {model} at {_endpoint(model, base)}; needs {', '.join(missing)}, which is not set"
+        aside = "" if own else " here (unless the agent reads it from a .env file)"
+        return False, f"{who}: {model} at {_endpoint(model, base)}; needs {', '.join(missing)}, which is not set{aside}"
     key = key_env or known_key(model)
     told = f"{key} is set" if key and os.environ.get(key) is not None else "no key needed"
     return True, f"{who}: {model} at {_endpoint(model, base)}; {told}"

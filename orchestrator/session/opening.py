@@ -46,7 +46,7 @@ def load_project_config(project_dir: Path, overrides: Overrides, notices: list[s
     except ConfigError as exc:
         raise UserError(str(exc)) from None
     notices.extend(loaded.warnings)
-    config = _overridden(loaded.config, overrides)
+    config = lend_agent_model(_overridden(loaded.config, overrides))
     if not (config.test_commands or config.typecheck_commands):
         where = "project.json sets no" if loaded.path else "there is no .openagents/project.json to set"
         raise UserError(
@@ -114,6 +114,17 @@ def check_api_keys(config: ProjectConfig, models: list[str]) -> None:
             raise UserError(f"{problem.removesuffix('.')}: {hint}.")
 
 
+def lend_agent_model(config: ProjectConfig) -> ProjectConfig:
+    """The agent's model serves goldenloop's own calls only with a key goldenloop can see:
+    an agent may read its key from a .env file, which goldenloop leaves to it."""
+    lent = config.agent_model_lent
+    if lent is None or "default_model" in config.model_fields_set:
+        return config
+    m = config.model
+    problem = missing_api_key(lent, api_base=m.api_base, api_key_env=m.api_key_env)
+    return config.agent_model_refused(problem.removesuffix(".") + " in goldenloop's environment") if problem else config
+
+
 def own_model_notice(config: ProjectConfig) -> str | None:
     """With an agent at work, which model goldenloop's own calls use, said once a run when
     no setting of the project named it; None when one did, or no call would be made."""
@@ -121,9 +132,13 @@ def own_model_notice(config: ProjectConfig) -> str | None:
         return None
     if "default_model" in config.model_fields_set:
         return None
+    heuristic = "goldenloop's own reflections are heuristic, with no model call"
+    if config.agent_model_unusable:
+        return (f"{heuristic}: the agent's {config.agent_model_unusable} (goldenloop reads no .env file; "
+                "export the key for model-written reflections)")
     if config.own_model is None:
-        return ("goldenloop's own reflections are heuristic, with no model call: with an agent at work it calls "
-                "only a model you name (reflexion.model, defaultModel or executor.agentModel)")
+        return (f"{heuristic}: with an agent at work it calls only a model you name (reflexion.model, defaultModel "
+                "or executor.agentModel)")
     return f"goldenloop's own reflections use the agent's model, {config.own_model}"
 
 

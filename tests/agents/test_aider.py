@@ -131,6 +131,21 @@ def test_goldenloop_reflects_with_the_agents_own_model_where_the_agent_is_served
     assert "goldenloop's own reflections use the agent's model, openai/scripted" in capsys.readouterr().out
 
 
+def test_the_agents_key_goldenloop_cannot_see_leaves_its_reflections_heuristic_not_the_run_refused(
+    git_repo: Path, aider_env: ModelServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")  # Aider gets it its own way (here its flag; often a .env file)
+    aider_env.script([Turn(reply=whole(WRONG)), Turn(reply=whole(FIXED))])
+    repo = project(git_repo, config={"defaultModel": None, "reflexion": {"useLLM": True}},
+                   extraArgs=["--openai-api-key", "sk-test"])
+
+    assert do_one_task(repo) == 0
+
+    assert len(aider_env.model_requests()) == 2 and [r["source"] for r in reflection_lines(repo)] == ["heuristic"]
+    assert ("goldenloop's own reflections are heuristic, with no model call: the agent's model 'openai/scripted' "
+            "needs OPENAI_API_KEY, which is not set in goldenloop's environment") in capsys.readouterr().out
+
+
 def test_with_no_model_named_goldenloop_calls_none_and_says_so_once(
     git_repo: Path, aider_env: ModelServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
