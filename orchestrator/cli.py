@@ -50,12 +50,25 @@ def _port(text: str) -> int:
 Command = Callable[..., int]
 
 
+def version() -> str:
+    """The installed goldenloop's version (read from its metadata: no engine import)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("goldenloop")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
+
+
 def _lazy(parser: Callable[[], argparse.ArgumentParser], target: str, *leading: str) -> Command:
     """A command that parses its arguments, then imports `target` ("module:function") and
     calls it with `*leading` and them: the command's module loads only when it runs."""
 
     def run(argv: list[str] | None = None) -> int:
-        args = parser().parse_args(argv)
+        command = parser()
+        command.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+        args = command.parse_args(argv)
         module, _, function = target.partition(":")
         return getattr(importlib.import_module(module), function)(*leading, args)
 
@@ -136,7 +149,9 @@ def _add_fleet_files(parser: argparse.ArgumentParser | Any) -> None:  # a parser
 
 
 def overnight_main(argv: list[str] | None = None) -> int:
-    args = overnight_parser().parse_args(argv)
+    parser = overnight_parser()
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    args = parser.parse_args(argv)
     if args.queue:
         from orchestrator.commands.fleet import run_overnight_fleet
 
@@ -311,18 +326,16 @@ def _priority(text: str) -> int:
     return value
 
 
-def _backlog_parser(name: str, description: str, *, json_flag: bool = True) -> argparse.ArgumentParser:
+def _backlog_parser(name: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"goldenloop {name}", description=description, epilog=BACKLOG_EXIT_CODES)
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")
-    if json_flag:
-        parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
 
 
 def init_parser() -> argparse.ArgumentParser:
     parser = _backlog_parser("init", "Make this folder a goldenloop project: .openagents/project.json with the "
-                             "test and typecheck commands its files suggest, an empty backlog and a .gitignore.",
-                             json_flag=False)
+                             "test and typecheck commands its files suggest, an empty backlog and a .gitignore.")
     parser.add_argument("--force", action="store_true", help="replace an existing project.json (the backlog stays)")
     return parser
 
@@ -376,6 +389,7 @@ def checks_parser() -> argparse.ArgumentParser:
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")
+    common.add_argument("--json", action="store_true", help="print one JSON object instead of sentences")
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     baseline = sub.add_parser("baseline", parents=[common], help="run the checks now and list the failing tests")
     baseline.add_argument("--waive", action="store_true", help="record every failing test as a known failure")
@@ -425,7 +439,7 @@ OTHER_COMMANDS = {
 }
 
 
-SUMMARY = """usage: goldenloop COMMAND [options]   (COMMAND --help for its options)
+SUMMARY = """usage: goldenloop COMMAND [options]   (goldenloop help COMMAND, or COMMAND --help, for its options)
 
 the golden loop:
   do-one-task   run the next ready task (or --task ID): decompose, execute, verify, commit
@@ -453,6 +467,11 @@ def main(argv: list[str] | None = None) -> int:
     """`goldenloop COMMAND ...`: every command above by name (SUMMARY)."""
     argv = sys.argv[1:] if argv is None else argv
     commands = {"do-one-task": do_one_task_main, "overnight": overnight_main, **OTHER_COMMANDS, **BACKLOG_COMMANDS}
+    if argv[:1] == ["--version"]:
+        print(f"goldenloop {version()}")
+        return 0
+    if argv[:1] == ["help"]:  # `goldenloop help [COMMAND]`
+        argv = [argv[1], "--help"] if len(argv) > 1 else ["--help"]
     if not argv or argv[0] not in commands:
         asked = bool(argv) and argv[0] in ("-h", "--help")
         if argv and not asked:

@@ -50,10 +50,18 @@ def _fail(command: str, message: str, code: int) -> int:
 
 
 def _project(start: Path) -> Path:
+    """The project, its project.json read: a broken one is said now, not at the next run."""
+    from orchestrator.config import ConfigError, load_config
+
     try:
-        return find_project(start)
+        project = find_project(start)
     except ValueError as exc:
         raise BacklogError(f"{exc} (or create one with goldenloop init)", EXIT_USAGE) from None
+    try:
+        load_config(project)
+    except ConfigError as exc:
+        raise BacklogError(str(exc), EXIT_USAGE) from None
+    return project
 
 
 def _board(project: Path) -> TaskBoard:

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator.checks.preflight import preflight
+from orchestrator.checks.preflight import Baseline, preflight
 from orchestrator.checks.waivers import Waivers
 from orchestrator.config import ConfigError, check_config, config_path, load_config
 from orchestrator.layout import find_project
@@ -79,11 +79,14 @@ def _baseline(args: argparse.Namespace, project: Path) -> int:
     config = load_config(project).config
     if not config.checks.any:
         raise ChecksCommandError("no testCommands or typecheckCommands in .openagents/project.json: nothing to run")
-    print(f"Running {len(config.checks.steps)} check command(s) on the working tree as it is ...", flush=True)
+    print(f"Running {len(config.checks.steps)} check command(s) on the working tree as it is ...", flush=True,
+          file=sys.stderr if args.json else sys.stdout)
     baseline = anyio.run(preflight, project, config.checks)
     waivers = Waivers.of(config.checks_config.known_failures)
     failing = sorted(baseline.failing_tests)
     new = [t for t in failing if waivers.entry_for(t) is None]
+    if args.json:
+        return _baseline_json(args, project, baseline, failing, waivers, new)
     if baseline.environment_error:
         print(f"The checks cannot run: {baseline.environment_error}")
         return EXIT_REFUSED
@@ -100,6 +103,22 @@ def _baseline(args: argparse.Namespace, project: Path) -> int:
               f'waive them all with `goldenloop checks baseline --waive --reason "..."`, or some with '
               '`goldenloop checks waive ID... --reason "..."`.')
     return EXIT_OK
+
+
+def _baseline_json(args: argparse.Namespace, project: Path, baseline: Baseline, failing: list[str], waivers: Waivers,
+                   new: list[str]) -> int:
+    """`baseline --json`: what the sentences say, as one object; the same exit codes."""
+    refused = bool(baseline.environment_error) or (not baseline.complete and args.waive)
+    waiving = args.waive and new and not refused
+    if waiving:
+        _add_waivers(project, new, args.reason)
+    print(json.dumps({
+        "summary": baseline.verdict.summary(), "durationS": round(baseline.duration_s, 3),
+        "environmentError": baseline.environment_error or None, "complete": baseline.complete,
+        "failing": [{"test": t, "waived": waivers.entry_for(t) is not None} for t in failing],
+        "waivedNow": new if waiving else [],
+    }))
+    return EXIT_REFUSED if refused else EXIT_OK
 
 
 def _report(summary: str, failing: list[str], waivers: Waivers, duration_s: float) -> str:
@@ -120,6 +139,9 @@ def _waive(args: argparse.Namespace, project: Path) -> int:
     added = _add_waivers(project, args.tests, args.reason)
     kept = len(args.tests) - added
     note = f" ({kept} already listed)" if kept else ""
+    if args.json:
+        print(json.dumps({"waived": added, "alreadyListed": kept}))
+        return EXIT_OK
     print(f"Waived {added} test(s) in {KEY} of .openagents/project.json{note}: a task may close while they fail, "
           "unless it names them or broke them. `goldenloop checks baseline` shows which fail now; "
           "`goldenloop checks unwaive` takes one back.")
@@ -132,6 +154,9 @@ def _unwaive(args: argparse.Namespace, project: Path) -> int:
 
     before, after = _edit_waivers(project, drop)
     missing = [t for t in args.tests if t not in {_pattern(e) for e in before}]
+    if args.json:
+        print(json.dumps({"removed": len(before) - len(after), "left": len(after), "notListed": missing}))
+        return EXIT_REFUSED if missing else EXIT_OK
     if missing:
         print(f"Not in {KEY}: {', '.join(missing)}", file=sys.stderr)
     print(f"{len(before) - len(after)} waiver(s) removed; {len(after)} left.")

@@ -34,7 +34,10 @@ def run_init(args: argparse.Namespace) -> int:
         _write(layout, tests, typechecks)
     except OSError as exc:
         return _fail(f"cannot write {layout.root}: {exc.strerror or exc}", EXIT_REFUSED)
-    print(_report(layout, tests, typechecks))
+    if args.json:
+        print(json.dumps({"wrote": str(layout.config), "testCommands": tests, "typecheckCommands": typechecks}))
+    else:
+        print(_report(layout, tests, typechecks))
     return EXIT_OK
 
 
