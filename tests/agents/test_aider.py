@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from agentkit import agent_project, transcript
 from model_server import ModelServer, Turn, Usage
-from offline import closed_port
+from offline import closed_port, loopback_only
 from programs import needs
 from projects import (
     CALC,
@@ -43,8 +43,13 @@ def whole(text: str) -> str:
 
 
 @pytest.fixture
-def aider_env(model_server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> ModelServer:
-    """Aider pointed at the model server, the way a user points it at a local one."""
+def aider_env(model_server: ModelServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> ModelServer:
+    """Aider pointed at the model server, the way a user points it at a local one, with a
+    home of the test's own (no .aider.conf.yml or .env of this machine's) and nothing but
+    loopback reachable."""
+    loopback_only(monkeypatch)
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OPENAI_API_BASE", model_server.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)  # goldenloop's own setting is under test

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from agentkit import agent_project, transcript
 from model_server import ModelServer, ToolCall, Turn, Usage
-from offline import closed_port
+from offline import closed_port, loopback_only
 from programs import needs, program
 from projects import CALC, do_one_task, events_of, git, tasks_on_disk
 
@@ -32,7 +32,11 @@ BREAK = bash("sed -i 's/a - b/0/' calc.py", "Returning zero.")
 
 @pytest.fixture
 def mini_env(model_server: ModelServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> ModelServer:
-    """mini-swe-agent pointed at the model server, the way a user points it at a local one."""
+    """mini-swe-agent pointed at the model server, the way a user points it at a local one,
+    with a home of the test's own and nothing but loopback reachable."""
+    loopback_only(monkeypatch)
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OPENAI_API_BASE", model_server.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("MSWEA_GLOBAL_CONFIG_DIR", str(tmp_path / "mini-config"))  # not this machine's own
