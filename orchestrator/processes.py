@@ -131,8 +131,11 @@ def escaped(processes: list[tuple[int, int, int]] | None = None) -> list[tuple[i
         return []
     me, mine = os.getpid(), os.getsid(0)
     found = [(pid, sid) for pid, ppid, sid in (_processes() if processes is None else processes)
-             if ppid == me and sid != mine and sid not in live_sessions]
-    return [(pid, sid) for pid, sid in found if not (_starting and _being_started(pid))]
+             if ppid == me and sid != mine]
+    found = [(pid, sid) for pid, sid in found if not (_starting and _being_started(pid))]
+    # Read after the starting marks, never before: a command's start joins live_sessions
+    # before it drops its mark, so one whose start ended meanwhile is found live here.
+    return [(pid, sid) for pid, sid in found if sid not in live_sessions]
 
 
 def _being_started(pid: int) -> bool:
@@ -141,11 +144,13 @@ def _being_started(pid: int) -> bool:
     command line are still ours then, so the mark is not visible yet); or it has no
     memory to read, in the middle of its exec or exiting: a command as quick as `true`
     may end before its start has returned, and reaping it would steal its exit code."""
-    environ = _read_proc(pid, "environ")
-    if not environ:
+    command = _read_proc(pid, "cmdline")
+    if not command or command == _read_proc(os.getpid(), "cmdline"):
         return True
-    return (_value_in(environ, STARTING_ENV) in _starting
-            or _read_proc(pid, "cmdline") == _read_proc(os.getpid(), "cmdline"))
+    # Read after the command line, never before: an exec between the two reads would show
+    # this program's environment (no mark) beside the command's line (not ours).
+    environ = _read_proc(pid, "environ")
+    return not environ or _value_in(environ, STARTING_ENV) in _starting
 
 
 STARTING_ENV = "GOLDENLOOP_COMMAND"
