@@ -55,11 +55,26 @@ def main(argv: list[str]) -> int:
     reflections = repo / ".openagents" / "memory" / "reflections.jsonl"
     if reflections.exists():
         records = [json.loads(line) for line in reflections.read_text().splitlines()]
-        show(f"Reflection written to {reflections}", json.dumps(records, indent=2))
+        show(f"What the memory kept, in {reflections.relative_to(repo)} (JSON lines)", remembered(records))
     show("git log", git(repo, "log", "--oneline", "--stat", "-n", "3"))
     show("slug.py after the run", (repo / "slug.py").read_text())
-    print(f"\nExit code {code}. Progress summary: {repo / '.openagents' / 'progress.md'}")
+    print(f"\nExit code {code}. To look further:")
+    print(f"  goldenloop show DEMO-1 --dir {repo}      # the task: attempts, reflections, commits")
+    print(f"  goldenloop report --open --dir {repo}    # the run's report, in your browser")
     return code
+
+
+def remembered(records: list[dict]) -> str:
+    """The reflections the run wrote, a few lines each (the file holds every field)."""
+    lines = []
+    for r in records:
+        if r.get("kind") == "outcome":
+            lines.append(f"- {r['outcome']} of {r['taskId']}: {r.get('strategy') or r.get('whatWentWrong')}")
+            lines += [f"    {n}. {step}" for n, step in enumerate(r.get("procedure") or [], 1)]
+        else:
+            lines.append(f"- attempt {r['attemptNumber']} of {r['subtaskId']} [{r['category']}]: {r['analysis']}")
+            lines.append(f"    next time: {r['suggestion']}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ class HumanLines:
     def _reflection(self, e: Event) -> str:
         where = f"\n      written to {e['path']}" if e.get("path") else ""
         return (
-            f"    reflection ({e.get('source')}) [{e.get('category')}]: {e.get('analysis')}\n"
+            f"    reflection ({_written_by(e) or 'heuristic'}) [{e.get('category')}]: {e.get('analysis')}\n"
             f"      next: {e.get('suggestion')}{where}"
         )
 
@@ -200,7 +200,7 @@ class HumanLines:
         return f"  playbook of {e.get('fromTask')} in the first prompt: {e.get('steps')} step(s) that worked there"
 
     def _outcome_reflected(self, e: Event) -> str:
-        by = " (written by the model)" if e.get("source") == "llm" else ""
+        by = f" (written by the {_written_by(e)})" if _written_by(e) else ""
         return f"  {e.get('outcome')} reflection{by} kept for other tasks: {e.get('page')}"
 
     def _rules_promoted(self, e: Event) -> str:
@@ -256,3 +256,10 @@ def attempt_words(e: Event) -> str:
     if run_attempt > 1:
         return f"attempt {number}, retry {run_attempt - 1} of {retries}"
     return f"attempt {number}, " + (f"up to {retries} retr{'y' if retries == 1 else 'ies'}" if retries else "no retry")
+
+
+def _written_by(e: Event) -> str | None:
+    """Who wrote a reflection, in a newcomer's words; None for the heuristic."""
+    if e.get("source") != "llm":
+        return None
+    return "scripted model" if str(e.get("model") or "").startswith("scripted/") else "model"

@@ -21,6 +21,10 @@ def test_the_demo_closes_its_task_and_prints_no_error_or_warning(tmp_path: Path)
     text = done.stdout + done.stderr
     assert done.returncode == 0, text
     assert "closed DEMO-1 with 1 commit(s)" in text
-    assert "success reflection (written by the model) kept for other tasks" in text
+    assert "reflection (scripted model) [edge_case]" in text  # the demo's model is no real one
+    assert "success reflection (written by the scripted model) kept for other tasks" in text
+    assert "attempt 1, up to 3 retries" in text and "attempt 2, retry 1 of 3" in text
+    assert '"sessionId"' not in text and "scripted//" not in text  # no raw record dumped
+    assert "goldenloop show DEMO-1 --dir " in text and "goldenloop report --open --dir " in text
     for word in ("error", "WARNING", "Traceback"):
         assert word not in text.replace("errorSignature", ""), f"the demo printed {word!r}"

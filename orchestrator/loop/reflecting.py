@@ -72,7 +72,7 @@ async def reflect(s: SubtaskState, **failure: Any) -> str | None:
     s.next_applying = [reflection.suggestion, *reflection.action_items]
     s.event("reflection", attempt=number, id=reflection.id, failureId=ctx.id, stage=ctx.stage,
             category=reflection.category, analysis=reflection.analysis, suggestion=reflection.suggestion,
-            source=reflection.source, path=service.location)
+            source=reflection.source, model=reflection.model, path=service.location)
     return reflection.id
 
 

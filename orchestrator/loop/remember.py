@@ -194,7 +194,7 @@ def _keep(p: LoopParts, memory: ProjectMemory, record: OutcomeReflection) -> Non
     memory.store.append_outcome(record)
     page = write_page(record, memory.memory_dir)
     p.runlog.event("outcome_reflected", taskId=record.task_id, id=record.id, outcome=record.outcome,
-                   source=record.source, page=str(page.relative_to(p.project_dir)))
+                   source=record.source, model=record.model, page=str(page.relative_to(p.project_dir)))
 
 
 def _story(p: LoopParts, memory: ProjectMemory, task: Task, plan: SubtaskPlan, outcome: TaskOutcome) -> TaskStory:
