@@ -427,7 +427,21 @@ def doctor_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def report_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="goldenloop report",
+        description="Write a run's morning report again (the latest run's by default) from what it left in "
+        ".openagents/runs/, print its path, and with --open show it in your browser.",
+        epilog="exit codes: 0 written, 1 no such run (or none has ended yet), 2 not a project or a broken project.json",
+    )
+    parser.add_argument("run", nargs="?", metavar="RUN", help="the run's id, as in .openagents/runs/ (default: latest)")
+    parser.add_argument("--open", action="store_true", help="open the page in your browser")
+    parser.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: here)")
+    return parser
+
+
 OTHER_COMMANDS = {
+    "report": _lazy(report_parser, "orchestrator.commands.report:run_report"),
     "doctor": _lazy(doctor_parser, "orchestrator.commands.doctor:run_doctor"),
     "memory": _lazy(memory_parser, "orchestrator.commands.memory:run_memory"),
     "history": _lazy(history_parser, "orchestrator.commands.history:run_history"),
@@ -445,6 +459,7 @@ the golden loop:
   do-one-task   run the next ready task (or --task ID): decompose, execute, verify, commit
   overnight     work the backlogs of repositories until they or a budget run out
   history       a task's improvement journey: each attempt's score, review and cost
+  report        a run's morning report (the latest by default); --open shows it
 the backlog:
   init          make this folder a project: project.json, an empty backlog
   add           add a task

@@ -31,6 +31,7 @@ import orjson
 
 from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
+from orchestrator.batch.report_parts import RunHeader
 from orchestrator.batch.summary import RepoReport
 from orchestrator.batch.worktree import Landing, MergeConflict, NotLanded, Worktree, Worktrees
 from orchestrator.budget import SpendLimit
@@ -433,7 +434,7 @@ def _write_summaries(session: ProjectSession, report: RepoReport) -> None:
     stop = report.stop_reason = report.stop_reason or "interrupted"  # the summary file says it too
     write_progress(session.project_dir, report.run_id, report.outcomes, stop_reason=stop, meter=session.run_meter)
     write_morning_report(session.project_dir, report.run_id, report.outcomes, stop_reason=stop,
-                         meter=session.run_meter)
+                         meter=session.run_meter, header=RunHeader.of(session.project_dir, session.config))
     path = Layout(session.project_dir).run_summary(report.run_id)
     atomic_write(path, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n", durable=False)
     session.runlog.event("run_stopped", reason=stop, summary=str(path))  # type: ignore[union-attr]

@@ -15,6 +15,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from orchestrator.batch.report_parts import (
+    NOT_PRICED_WHY,
+    RunHeader,
+    cost_words,
+    next_commands,
+    task_diff,
+    task_links,
+)
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.render import verdict_mark
@@ -33,7 +41,8 @@ h1{font-size:1.5rem;margin-bottom:.2rem}.sub{color:#555;margin-top:0}
 table{border-collapse:collapse;width:100%;margin:1rem 0}th,td{text-align:left;padding:.35rem .5rem;
 border-bottom:1px solid #ddd;vertical-align:top}th{background:#f4f4f4}.tag{color:#fff;border-radius:3px;
 padding:0 .4rem;font-size:.85rem}.muted{color:#666;font-size:.9rem}code{font-size:.85rem}
-details{margin:.4rem 0}summary{cursor:pointer}svg text{font:12px system-ui,sans-serif}"""
+details{margin:.4rem 0}summary{cursor:pointer}svg text{font:12px system-ui,sans-serif}
+pre{background:#f7f7f7;padding:.5rem;overflow-x:auto;font-size:.8rem}pre.next{margin:.2rem 0}"""
 
 
 @dataclass
@@ -48,12 +57,13 @@ class TaskStory:
 
 
 def write_morning_report(project_dir: Path, run_id: str, outcomes: Sequence[TaskOutcome], *,
-                         stop_reason: str, meter: Meter) -> Path:
+                         stop_reason: str, meter: Meter, header: RunHeader | None = None) -> Path:
     """Write the run's page and return its path."""
     layout = Layout(project_dir)
     log = layout.run_log(run_id)
     events = read_events(log) if log.is_file() else []
-    page = render_page(run_id, outcomes, matched(outcomes, stories_of(events)), stop_reason=stop_reason, meter=meter)
+    page = render_page(run_id, outcomes, matched(outcomes, stories_of(events)), stop_reason=stop_reason, meter=meter,
+                       header=header, extras=[_actionable(project_dir, o) for o in outcomes])
     path = layout.runs / f"{run_id}.html"
     atomic_write(path, page.encode("utf-8"), durable=False)  # a report, read by people: no recovery needs it
     return path
@@ -129,17 +139,25 @@ class Section:
 
 def render_page(run_id: str, outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | None], *,
                 stop_reason: str, meter: Meter, tally: str | None = None, workers: Sequence[str] | None = None,
-                rows_heading: str = "Tasks", sections: Sequence[Section] = ()) -> str:
+                rows_heading: str = "Tasks", sections: Sequence[Section] = (), header: RunHeader | None = None,
+                extras: Sequence[str] | None = None) -> str:
     """The page. A fleet's report passes its own `tally` (tasks, not its rows, which are job
-    runs), each row's worker, and its sections; a local run's page needs none of them."""
+    runs), each row's worker, and its sections; a local run's page passes who ran on which
+    repository (`header`) and, per task, its diff, links and next commands (`extras`)."""
     closed = sum(o.status == "closed" for o in outcomes)
     tally = tally or f"{closed} of {len(outcomes)} task(s) closed"
-    head = (f"<h1>goldenloop run {_e(run_id)}</h1><p class=sub>{_e(tally)}. "
+    who = (f"<p class=sub>{_e(header.repository.name)} (<code>{_e(str(header.repository))}</code>) · agent "
+           f"{_e(header.agent)} · model {_e(header.model)} · goldenloop's own model {_e(header.own_model)}</p>"
+           if header else "")
+    head = (f"<h1>goldenloop run {_e(run_id)}</h1>{who}<p class=sub>{_e(tally)}{_e(_span(stories))}. "
             f"Stopped because: {_e(stop_reason)}. Model calls: {meter.calls}; tokens {meter.input_tokens} in, "
-            f"{meter.output_tokens} out; cost {_e(meter.cost_text())}.</p>")
+            f"{meter.output_tokens} out; cost {_e(cost_words(meter.cost_text()))}.</p>")
+    if any(o.meter.cost_text() == "unknown" for o in outcomes) or meter.cost_text() == "unknown":
+        head += f"<p class=muted>{_e(NOT_PRICED_WHY)}</p>"
+    extras = extras or [""] * len(outcomes)
     body = [head, f"<h2>{_e(rows_heading)}</h2>", _table(outcomes, stories, workers), *map(_section, sections),
-            "<h2>The night</h2>", _timeline(outcomes, stories),
-            "<h2>What each task went through</h2>", *(_details(o, s) for o, s in zip(outcomes, stories, strict=True))]
+            "<h2>The night</h2>", _timeline(outcomes, stories), "<h2>What each task went through</h2>",
+            *(_details(o, s, x) for o, s, x in zip(outcomes, stories, extras, strict=True))]
     return (f"<!doctype html><html lang=en><meta charset=utf-8><title>goldenloop {_e(run_id)}</title>"
             f"<style>{STYLE}</style><body>{''.join(body)}</body></html>\n")
 
@@ -153,12 +171,13 @@ def _table(outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | None],
         rows.append(f"<tr><td>{_e(o.task_id)}</td><td>{_e(story.title if story else '')}</td>{worker}"
                     f"<td>{_tag(o.status)}</td><td>{_e(verdict_cell(o.verdict))}</td><td>{o.attempts}</td>"
                     f"<td>{o.reflections}</td><td>{commits}</td>"
-                    f"<td>{_e(o.meter.cost_text())}</td><td>{o.duration_s:.1f} s</td></tr>")
+                    f"<td>{o.meter.input_tokens} in, {o.meter.output_tokens} out</td>"
+                    f"<td>{_e(cost_words(o.meter.cost_text()))}</td><td>{o.duration_s:.1f} s</td></tr>")
     if not rows:
         return "<p class=muted>No task ran.</p>"
     return ("<table><tr><th>task</th><th>title</th>" + ("<th>worker</th>" if workers is not None else "")
-            + "<th>outcome</th><th>verdict</th><th>attempts</th><th>reflections</th><th>commits</th><th>cost</th>"
-              "<th>time</th></tr>"
+            + "<th>outcome</th><th>verdict</th><th>attempts</th><th>reflections</th><th>commits</th><th>tokens</th>"
+              "<th>cost</th><th>time</th></tr>"
             + "".join(rows) + "</table>")
 
 
@@ -188,18 +207,44 @@ def _timeline(outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | Non
                     f'fill="{COLOURS.get(o.status, "#455a64")}"><title>{_e(o.task_id)}: {_e(o.status)}, '
                     f'{o.duration_s:.1f} s</title></rect>')
     height = 20 + 24 * len(spans)
-    scale = f'<text x=90 y={height + 4}>{first:%H:%M:%S}</text><text x={90 + BAR_WIDTH - 50} y={height + 4}>' \
-            f'{last:%H:%M:%S}</text>'
+    scale = f'<text x=90 y={height + 4}>{_clock(first)}</text><text x={90 + BAR_WIDTH - 90} y={height + 4}>' \
+            f'{_clock(last)}</text>'
     return f'<svg width="{BAR_WIDTH + 100}" height="{height + 12}" role=img>{"".join(bars)}{scale}</svg>'
 
 
-def _details(o: TaskOutcome, story: TaskStory | None) -> str:
+def _details(o: TaskOutcome, story: TaskStory | None, extra: str = "") -> str:
     lines = "".join(f"<li>{_e(line)}</li>" for line in (story.lines if story else []))
     reason = f"<p>{_e(o.reason)}</p>" if o.reason else ""  # a closed task's says what still fails
-    packet = f"<p class=muted>escalation packet: <code>{_e(str(o.escalation))}</code></p>" if o.escalation else ""
+    packet = (f"<p class=muted>escalation packet: <code>{_e(str(o.escalation))}</code></p>"
+              if o.escalation and not extra else "")
     opened = "" if o.status == "closed" else " open"  # what needs a human in the morning is shown unfolded
     return (f"<details{opened}><summary>{_e(o.task_id)} {_tag(o.status)}</summary>{reason}<ul>{lines}</ul>"
-            f"{packet}</details>")
+            f"{packet}{extra}</details>")
+
+
+def _actionable(project_dir: Path, o: TaskOutcome) -> str:
+    """A task's next commands, links and diff (collapsed), for a local run's page."""
+    commands = "".join(f"<pre class=next>{_e(c)}</pre>" for c in next_commands(project_dir, o))
+    links = " · ".join(f'<a href="{html.escape(href, quote=True)}">{_e(label)}</a>'
+                       for label, href in task_links(project_dir, o))
+    diff = task_diff(project_dir, o)
+    shown = (f"<details class=diff><summary>the diff of {_e(diff[0])}</summary><pre>{_e(diff[1])}</pre></details>"
+             if diff and diff[1].strip() else "")
+    return ((f"<p>Next:</p>{commands}" if commands else "") + (f"<p class=muted>files: {links}</p>" if links else "")
+            + shown)
+
+
+def _span(stories: Sequence[TaskStory | None]) -> str:
+    """When the run's tasks started and ended, with the zone."""
+    starts = [s.start for s in stories if s and s.start]
+    ends = [s.end or s.start for s in stories if s and s.start]
+    return f", from {_clock(min(starts), day=True)} to {_clock(max(ends))}" if starts else ""
+
+
+def _clock(when: datetime, day: bool = False) -> str:
+    """A time of the run in this machine's zone, named."""
+    local = when.astimezone()
+    return local.strftime(("%Y-%m-%d " if day else "") + "%H:%M:%S %Z").strip()
 
 
 def verdict_cell(parts: dict | None) -> str:

@@ -11,6 +11,7 @@ import orjson
 from orchestrator.batch.engine import Budget, RepoRun
 from orchestrator.batch.morning_report import write_morning_report
 from orchestrator.batch.progress import write_progress
+from orchestrator.batch.report_parts import RunHeader
 from orchestrator.batch.summary import RepoReport
 from orchestrator.commands.console import interruptible, overrides_from, say, setup_output
 from orchestrator.layout import Layout
@@ -68,7 +69,7 @@ def _summarise(session: ProjectSession, outcomes: list[TaskOutcome], reason: str
     summary = Layout(session.project_dir).run_summary(report.run_id)
     atomic_write(summary, orjson.dumps(report.summary(), option=orjson.OPT_INDENT_2) + b"\n", durable=False)
     write_morning_report(session.project_dir, session.runlog.run_id, outcomes, stop_reason=reason,
-                         meter=session.run_meter)
+                         meter=session.run_meter, header=RunHeader.of(session.project_dir, session.config))
 
 
 def _print_outcome(outcome: TaskOutcome, session: ProjectSession, json_mode: bool) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
-from projects import FIX_ADD, do_one_task, make_project, task
+from projects import FIX_ADD, do_one_task, goldenloop, make_project, task
 
 from orchestrator.cli import overnight_main
 
@@ -51,3 +52,21 @@ def test_do_one_task_says_where_its_report_and_summary_are(git_repo: Path, capsy
     (summary,) = runs.glob("*-summary.json")
     assert f"report:  {page}" in capsys.readouterr().out
     assert '"outcome": "closed"' in summary.read_text()
+
+
+def test_report_writes_the_latest_page_again_and_opens_it(git_repo: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    repo = make_project(git_repo, [{"match": "Task T-1:", "reply": FIX_ADD}], config={"reflexion": {"useLLM": False}})
+    assert goldenloop(repo, "report") == 1
+    assert capsys.readouterr().err == f"goldenloop report: no run has ended in {repo} yet\n"
+    assert do_one_task(repo) == 0
+    (page,) = (repo / ".openagents" / "runs").glob("*.html")
+    page.unlink()
+    opened = tmp_path / "opened"
+    monkeypatch.setenv("BROWSER", f"{sys.executable} -c 'import sys; open(\"{opened}\", \"w\").write(sys.argv[1])' %s")
+    capsys.readouterr()
+
+    assert goldenloop(repo, "report", "--open") == 0
+
+    assert capsys.readouterr().out == f"{page}\n" and "Fix add" in page.read_text()
+    assert opened.read_text() == page.as_uri()
+    assert goldenloop(repo, "report", "20991231T000000Z-nope") == 1
