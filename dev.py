@@ -4,9 +4,11 @@
     python3 dev.py demo     run do-one-task on a copy of examples/demo, offline
     python3 dev.py test     run the whole test suite (extra args go to pytest)
 
-The first call creates `.venv/` next to this file and installs the package with its
-test extra into it; later calls reinstall only when pyproject.toml changed. Only the
-standard library is used here, so a machine with Python >= 3.11 and git is enough.
+The first call creates `.venv/` next to this file and installs what the command needs
+into it: the package for the demo, the package with its test extra for the tests (a
+PostgreSQL server among them, hundreds of MB). pip shows its own progress. Later calls
+reinstall only when pyproject.toml changed. Only the standard library is used here, so a
+machine with Python >= 3.11 and git is enough.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
-STAMP = VENV / ".goldenloop-installed"
+EXTRAS = {"demo": "", "test": "[test]"}  # what each command needs installed
+
+
+def stamp(extra: str) -> Path:
+    return VENV / f".goldenloop-installed{extra.strip('[]') and '-' + extra.strip('[]')}"
 
 
 def venv_python() -> Path:
@@ -28,21 +34,24 @@ def venv_python() -> Path:
     return VENV / bindir / ("python.exe" if os.name == "nt" else "python")
 
 
-def ensure_environment() -> Path:
-    """Create the virtual environment and (re)install when pyproject.toml changed."""
+def ensure_environment(command: str) -> Path:
+    """Create the virtual environment and (re)install what `command` needs when
+    pyproject.toml changed since it was installed."""
     if sys.version_info < (3, 11):
         sys.exit(f"goldenloop needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    python = venv_python()
-    if python.exists() and STAMP.exists() and STAMP.read_text() == wanted:
+    python, extra = venv_python(), EXTRAS[command]
+    done = [stamp(e) for e in {extra, EXTRAS["test"]}]  # the test extra holds the demo's needs too
+    if python.exists() and any(s.exists() and s.read_text() == wanted for s in done):
         return python
     if not python.exists():
         print("Creating .venv (first run only) ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    print("Installing goldenloop and its test tools into .venv ...", flush=True)
-    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--editable", f"{ROOT}[test]"], check=True)
-    STAMP.write_text(wanted)
+    what = "goldenloop" if not extra else "goldenloop and its test tools (a PostgreSQL server among them)"
+    print(f"Installing {what} into .venv; pip shows its progress ...", flush=True)
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on"]
+    subprocess.run([*pip, "--editable", f"{ROOT}{extra}"], check=True)
+    stamp(extra).write_text(wanted)
     return python
 
 
@@ -51,7 +60,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip())
         return 2
     try:
-        python = ensure_environment()
+        python = ensure_environment(argv[0])
     except subprocess.CalledProcessError as exc:
         print(f"Installing the environment failed (exit {exc.returncode}); see pip's output above.")
         return 2
