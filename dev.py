@@ -5,7 +5,7 @@
     python3 dev.py test     run the whole test suite (extra args go to pytest)
 
 The first call creates `.venv/` next to this file and installs what the command needs
-into it: the package for the demo, the package with its test extra for the tests (a
+into it: the package and pytest for the demo, the package with its test extra for the tests (a
 PostgreSQL server among them, hundreds of MB). pip shows its own progress. Later calls
 reinstall only when pyproject.toml changed. Only the standard library is used here, so a
 machine with Python >= 3.11 and git is enough.
@@ -22,11 +22,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
-EXTRAS = {"demo": "", "test": "[test]"}  # what each command needs installed
+EXTRAS = {"demo": "[demo]", "test": "[test]"}  # what each command needs installed (pytest both)
 
 
 def stamp(extra: str) -> Path:
-    return VENV / f".goldenloop-installed{extra.strip('[]') and '-' + extra.strip('[]')}"
+    """The file that says which pyproject.toml `extra` was last installed from."""
+    return VENV / f".goldenloop-installed-{extra.strip('[]')}"
 
 
 def venv_python() -> Path:
@@ -47,7 +48,8 @@ def ensure_environment(command: str) -> Path:
     if not python.exists():
         print("Creating .venv (first run only) ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    what = "goldenloop" if not extra else "goldenloop and its test tools (a PostgreSQL server among them)"
+    what = {"[demo]": "goldenloop and pytest", "[test]": "goldenloop and its test tools (a PostgreSQL server "
+            "among them)"}[extra]
     print(f"Installing {what} into .venv; pip shows its progress ...", flush=True)
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on"]
     subprocess.run([*pip, "--editable", f"{ROOT}{extra}"], check=True)

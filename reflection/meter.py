@@ -6,6 +6,7 @@ never $0.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 from typing import Protocol
@@ -26,18 +27,33 @@ _ADDING = threading.Lock()
 
 @dataclass
 class Meter:
+    """`calls` counts goldenloop's own model calls and the agent runs; `agent_runs` those
+    runs, `requests` the model requests of all calls (one per call of goldenloop's own, what
+    an agent reported of its run), `unreported_runs` the agent runs that reported none."""
+
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
     errors: int = 0
+    agent_runs: int = 0
+    requests: int = 0
+    unreported_runs: int = 0
 
     def add(self, reply: Billed) -> None:
         self.add_call(reply.input_tokens, reply.output_tokens, reply.cost_usd)
 
-    def add_call(self, input_tokens: int | None, output_tokens: int | None, cost_usd: float | None) -> None:
+    def add_call(self, input_tokens: int | None, output_tokens: int | None, cost_usd: float | None, *,
+                 agent: bool = False, requests: int | None = None) -> None:
+        """One model call of goldenloop's own; with `agent`, one agent run of `requests`."""
         with _ADDING:
             self._add_call(input_tokens, output_tokens, cost_usd)
+            if not agent:
+                self.requests += 1
+                return
+            self.agent_runs += 1
+            self.requests += requests or 0
+            self.unreported_runs += requests is None
 
     def _add_call(self, input_tokens: int | None, output_tokens: int | None, cost_usd: float | None) -> None:
         self.calls += 1
@@ -55,21 +71,28 @@ class Meter:
             self.errors += 1
 
     def _merge(self, other: Meter) -> None:
-        self.calls += other.calls
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.errors += other.errors
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         if self.cost_usd is not None:
             self.cost_usd = None if other.cost_usd is None else self.cost_usd + other.cost_usd
 
     def copy(self) -> Meter:
-        return Meter(self.calls, self.input_tokens, self.output_tokens, self.cost_usd, self.errors)
+        return dataclasses.replace(self)
 
     def since(self, before: Meter) -> Meter:
         """What was counted after `before` was copied (an unknown price stays unknown)."""
         cost = None if self.cost_usd is None or before.cost_usd is None else self.cost_usd - before.cost_usd
-        return Meter(self.calls - before.calls, self.input_tokens - before.input_tokens,
-                     self.output_tokens - before.output_tokens, cost, self.errors - before.errors)
+        return Meter(cost_usd=cost, **{name: getattr(self, name) - getattr(before, name) for name in _COUNTS})
+
+    def calls_text(self) -> str:
+        """"3 model call(s)"; with an agent, its runs and their requests told apart."""
+        if not self.agent_runs:
+            return f"{self.calls} model call(s)"
+        own = self.calls - self.agent_runs
+        told, theirs = self.agent_runs - self.unreported_runs, self.requests - own
+        said = (f"{theirs} model request(s)" if not self.unreported_runs else
+                f"{theirs} model request(s) in the {told} that said" if told else "model requests not reported")
+        return f"{self.agent_runs} agent run(s) ({said}), {own} model call(s) of goldenloop's own"
 
     def cost_text(self) -> str:
         if self.calls == 0:
@@ -77,12 +100,18 @@ class Meter:
         return "unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
 
     def as_dict(self) -> dict[str, int | float | None]:
+        runs = {"agentRuns": self.agent_runs, "modelRequests": self.requests,
+                "unreportedRuns": self.unreported_runs} if self.agent_runs else {}
         return {
             "calls": self.calls,
             "inputTokens": self.input_tokens,
             "outputTokens": self.output_tokens,
             "costUsd": _no_noise(self.cost_usd) if self.calls else 0.0,
+            **runs,
         }
+
+
+_COUNTS = ("calls", "input_tokens", "output_tokens", "errors", "agent_runs", "requests", "unreported_runs")
 
 
 def _no_noise(cost: float | None) -> float | None:

@@ -4,6 +4,7 @@ in-process through `orchestrator.cli.main` as a user types them."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -313,3 +314,20 @@ def test_add_after_a_last_line_without_its_newline_keeps_both_lines(git_repo, ca
 
     assert goldenloop(repo, "add", "Next") == 0
     assert set(tasks_on_disk(repo)) == {"T-1", "T-2"}
+
+
+def test_show_tells_each_attempts_tokens_and_cost_and_the_tasks_total(git_repo, capsys) -> None:
+    from projects import WRONG_ADD, do_one_task, goldenloop, make_project
+
+    fix_abs = "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n    return a + b\n>>>>>>> REPLACE\n"
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Task T-1", "reply": fix_abs}]
+    repo = make_project(git_repo, replies, config={"reflexion": {"useLLM": False}},
+                        pricing={"inputCostPerToken": 0.000001, "outputCostPerToken": 0.000002})
+    assert do_one_task(repo) == 0
+    capsys.readouterr()
+
+    assert goldenloop(repo, "show", "T-1") == 0
+
+    out = capsys.readouterr().out
+    assert len(re.findall(r"\n      tokens \d+ in, \d+ out, cost \$0\.\d{4}", out)) == 2
+    assert re.search(r"\n  spent: \d+ tokens in, \d+ out, cost \$0\.\d{4} over 2 attempt\(s\)", out)

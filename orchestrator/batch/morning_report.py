@@ -150,8 +150,8 @@ def render_page(run_id: str, outcomes: Sequence[TaskOutcome], stories: Sequence[
            f"{_e(header.agent)} · model {_e(header.model)} · goldenloop's own model {_e(header.own_model)}</p>"
            if header else "")
     head = (f"<h1>goldenloop run {_e(run_id)}</h1>{who}<p class=sub>{_e(tally)}{_e(_span(stories))}. "
-            f"Stopped because: {_e(stop_reason)}. Model calls: {meter.calls}; tokens {meter.input_tokens} in, "
-            f"{meter.output_tokens} out; cost {_e(cost_words(meter.cost_text()))}.</p>")
+            f"Stopped because: {_e(stop_reason)}. Model calls: {_e(meter.calls_text())}; "
+            f"tokens {meter.input_tokens} in, {meter.output_tokens} out; cost {_e(cost_words(meter.cost_text()))}.</p>")
     if any(o.meter.cost_text() == "unknown" for o in outcomes) or meter.cost_text() == "unknown":
         head += f"<p class=muted>{_e(NOT_PRICED_WHY)}</p>"
     extras = extras or [""] * len(outcomes)

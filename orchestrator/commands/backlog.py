@@ -197,8 +197,10 @@ def _subtasks(project: Path, task_id: str) -> list[dict[str, Any]]:
             attempt = record.to_dict()
             kept = stored.get((subtask.id, record.number))
             if kept is not None:
+                used = kept.version.token_usage
                 attempt["score"] = round(kept.version.evaluation.overall_score, 4)
-                attempt["costUsd"] = kept.version.token_usage.cost_usd
+                attempt["costUsd"] = used.cost_usd
+                attempt["inputTokens"], attempt["outputTokens"] = used.input_tokens, used.output_tokens
             attempts.append(attempt)
         found.append({**subtask.to_dict(), "attempts": attempts})
     return found
@@ -243,6 +245,8 @@ def _show_text(task: Task, subtasks: list[dict[str, Any]], reflections: list[dic
         lines.append(f"  reason: {_one_line(task.close_reason)}")
     if task.commits:
         lines.append("  commits: " + ", ".join(c[:10] for c in task.commits))
+    if spent := _spent(subtasks):
+        lines.append(spent)
     if task.description:
         lines += ["", *[f"  {line}" for line in task.description.splitlines()]]
     lines += ["", "subtasks:" if subtasks else "subtasks: (not run yet)"]
@@ -266,8 +270,31 @@ def _attempt_line(attempt: dict[str, Any]) -> str:
     score = f"  score {attempt['score']:.2f}" if "score" in attempt else ""
     summary = _short(str(attempt.get("summary", "")), 160)
     line = f"    attempt {attempt.get('number')}: {attempt.get('outcome')}{score}  {summary}".rstrip()
+    if "inputTokens" in attempt:
+        line += f"\n      tokens {_count(attempt['inputTokens'])} in, {_count(attempt['outputTokens'])} out, " \
+                f"cost {_cost(attempt.get('costUsd'))}"
     parts = attempt.get("verdict")
     return f"{line}\n      verdict: {verdict_cell(parts)}" if parts else line
+
+
+def _count(tokens: int | None) -> str:
+    return "unknown" if tokens is None else str(tokens)
+
+
+def _cost(cost: float | None) -> str:
+    return "not priced" if cost is None else f"${cost:.4f}"
+
+
+def _spent(subtasks: list[dict[str, Any]]) -> str | None:
+    """The task's tokens and cost over every attempt kept in its history."""
+    kept = [a for sub in subtasks for a in sub["attempts"] if "inputTokens" in a]
+    if not kept:
+        return None
+    total_in = sum(a["inputTokens"] or 0 for a in kept)
+    total_out = sum(a["outputTokens"] or 0 for a in kept)
+    costs = [a.get("costUsd") for a in kept]
+    cost = None if any(c is None for c in costs) else sum(costs)
+    return f"  spent: {total_in} tokens in, {total_out} out, cost {_cost(cost)} over {len(kept)} attempt(s)"
 
 
 # -- reopen / retry -----------------------------------------------------------------------

@@ -81,6 +81,7 @@ def _print_outcome(outcome: TaskOutcome, session: ProjectSession, json_mode: boo
         "reflections": outcome.reflections,
         "commits": outcome.commits,
         "modelCalls": m.calls,
+        **({"agentRuns": m.agent_runs, "modelRequests": m.requests} if m.agent_runs else {}),
         "inputTokens": m.input_tokens,
         "outputTokens": m.output_tokens,
         "costUsd": m.cost_usd if m.calls else 0.0,
@@ -95,7 +96,7 @@ def _print_outcome(outcome: TaskOutcome, session: ProjectSession, json_mode: boo
     verb = {"closed": "done", "blocked": "escalated", "model_unavailable": "stopped"}.get(outcome.status, outcome.status)
     print(
         f"\n{outcome.task_id} {verb}: {outcome.attempts} attempt(s), {reflected}, "
-        f"{len(outcome.commits)} commit(s), {m.calls} model call(s), "
+        f"{len(outcome.commits)} commit(s), {m.calls_text()}, "
         f"{m.input_tokens} tokens in, {m.output_tokens} out, cost {m.cost_text()}, {outcome.duration_s:.1f} s"
     )
     if outcome.status != "closed":

@@ -60,7 +60,9 @@ def _latest(runs: Path) -> str | None:
 
 def _outcome(project: Path, task: dict) -> TaskOutcome:
     meter = Meter(calls=int(task.get("calls") or 0), input_tokens=int(task.get("inputTokens") or 0),
-                  output_tokens=int(task.get("outputTokens") or 0), cost_usd=task.get("costUsd"))
+                  output_tokens=int(task.get("outputTokens") or 0), cost_usd=task.get("costUsd"),
+                  agent_runs=int(task.get("agentRuns") or 0), requests=int(task.get("modelRequests") or 0),
+                  unreported_runs=int(task.get("unreportedRuns") or 0))
     packet = Layout(project).escalations / f"{safe_name(str(task['taskId']))}.md"
     return TaskOutcome(task_id=str(task["taskId"]), status=task.get("outcome", "blocked"),
                        reason=str(task.get("reason") or ""), commits=list(task.get("commits") or []),
@@ -72,9 +74,5 @@ def _outcome(project: Path, task: dict) -> TaskOutcome:
 def _total(outcomes: list[TaskOutcome]) -> Meter:
     total = Meter()
     for o in outcomes:
-        total.calls += o.meter.calls
-        total.input_tokens += o.meter.input_tokens
-        total.output_tokens += o.meter.output_tokens
-        known = total.cost_usd is not None and o.meter.cost_usd is not None
-        total.cost_usd = total.cost_usd + o.meter.cost_usd if known else None  # type: ignore[operator]
+        total.merge(o.meter)
     return total

@@ -55,11 +55,13 @@ class Spend:
 
     def count(self, report: Report, agent: str) -> None:
         for meter in self.meters:
-            meter.add_call(report.input_tokens, report.output_tokens, report.cost_usd)
+            meter.add_call(report.input_tokens, report.output_tokens, report.cost_usd, agent=True,
+                           requests=report.requests)
         if self.runlog is not None:
             self.runlog.event("model_call", purpose="execute", model=report.model or agent, agent=agent,
-                              inputTokens=report.input_tokens, outputTokens=report.output_tokens,
-                              costUsd=report.cost_usd, costKnown=report.cost_usd is not None)
+                              requests=report.requests, inputTokens=report.input_tokens,
+                              outputTokens=report.output_tokens, costUsd=report.cost_usd,
+                              costKnown=report.cost_usd is not None)
 
 
 class AgentExecutor:

@@ -47,6 +47,7 @@ class Report:
     session_id: str | None = None
     final_message: str | None = None
     is_error: bool = False
+    requests: int | None = None  # the model requests its run made, where it says
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ def _claude_report(output: str, scratch: Scratch) -> Report:
     said = result.get("result") or "; ".join(map(str, result.get("errors") or [])) or None
     return Report(input_tokens=input_tokens, output_tokens=output_tokens,
                   cost_usd=_float(result.get("total_cost_usd")), model=models[0] if models else None,
-                  session_id=result.get("session_id"), final_message=said, is_error=bool(result.get("is_error")))
+                  session_id=result.get("session_id"), final_message=said, is_error=bool(result.get("is_error")),
+                  requests=_int(result.get("num_turns")))  # each turn is one request to its model
 
 
 def _claude_tokens(result: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -225,7 +227,8 @@ def _aider_report(output: str, scratch: Scratch) -> Report:
     tokens = _AIDER_TOKENS.findall(output)
     return Report(input_tokens=sum(_count(sent) for sent, _ in tokens) if tokens else None,
                   output_tokens=sum(_count(got) for _, got in tokens) if tokens else None,
-                  cost_usd=sum(costs) if costs else None)
+                  cost_usd=sum(costs) if costs else None,
+                  requests=len(tokens) if tokens else None)  # a "Tokens:" line per request
 
 
 # Aider exits 0 whatever happened; these lines are how it says it stopped short. An API
@@ -261,7 +264,7 @@ def _mini_report(output: str, scratch: Scratch) -> Report:
                   output_tokens=sum(_int(u.get("completion_tokens")) or 0 for u in usages) if usages else None,
                   cost_usd=cost if cost else None,  # an unpriced model's calls are recorded as $0
                   final_message=_mini_last_word(trajectory, info),
-                  is_error=status not in (None, "Submitted", *_MINI_LIMITS))
+                  is_error=status not in (None, "Submitted", *_MINI_LIMITS), requests=_int(stats.get("api_calls")))
 
 
 def _mini_last_word(trajectory: dict[str, Any], info: dict[str, Any]) -> str | None:
@@ -323,6 +326,7 @@ def _openhands_usage(report: Report, path: Path) -> None:
     tokens = [m.get("accumulated_token_usage") or {} for m in metrics]
     if not tokens:
         return
+    report.requests = sum(len(m.get("token_usages") or []) for m in metrics) or None  # one per response
     report.input_tokens = sum(_int(t.get("prompt_tokens")) or 0 for t in tokens)
     report.output_tokens = sum(_int(t.get("completion_tokens")) or 0 for t in tokens)
     # A call litellm cannot price adds $0 and no entry to `costs`: unknown, not free.

@@ -119,7 +119,7 @@ def _markdown(
     lines += [
         "",
         "## Cost",
-        f"- Model calls: {meter.calls}",
+        f"- Model calls: {meter.calls_text()}",
         f"- Tokens: {meter.input_tokens} in, {meter.output_tokens} out",
         f"- Cost: {meter.cost_text()}",
         "",

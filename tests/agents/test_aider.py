@@ -78,6 +78,7 @@ def test_aider_fixes_the_repository_and_its_tokens_are_counted_with_the_cost_unk
         1200, 30, None, False)
     out = capsys.readouterr().out
     assert "cost unknown" in out and "$0.0000" not in out
+    assert "1 agent run(s) (1 model request(s)), 0 model call(s) of goldenloop's own" in out
     assert len(aider_env.model_requests()) == 1  # goldenloop commits: no commit-message call
     kept = transcript(repo)
     assert "Applied edit to calc.py" in kept and "## chat.md" in kept and "Here is the fix." in kept

@@ -67,6 +67,7 @@ def test_mini_fixes_the_repository_and_its_trajectorys_tokens_are_counted_with_t
         2500, 50, None, False)  # both calls, as the server reported them; litellm cannot price the model
     out = capsys.readouterr().out
     assert "cost unknown" in out and "$0.0000" not in out
+    assert call["requests"] == 2 and "1 agent run(s) (2 model request(s))" in out  # its run, and its calls in it
     assert events_of(repo, "agent_run")[0]["finalMessage"] == "Done."
     kept = transcript(repo)
     assert "## trajectory.json" in kept and '"exit_status": "Submitted"' in kept

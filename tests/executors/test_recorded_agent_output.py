@@ -30,7 +30,7 @@ def test_claude_codes_result_gives_all_its_calls_tokens_its_cost_and_its_last_wo
 
     assert report == Report(input_tokens=3300, output_tokens=110, cost_usd=0.01925, model="claude-opus-4-8[1m]",
                             session_id="1374d0b0-08f2-4865-9bc1-1b7c95eafc1d",
-                            final_message="add() returns a + b now.")
+                            final_message="add() returns a + b now.", requests=3)  # its three turns
     assert end == ("done", "")
 
 

@@ -33,7 +33,7 @@ def read_back(kind: str, name: str, exit_code: int, tmp_path: Path) -> tuple[Rep
 def test_aiders_tokens_line_with_prompt_caching_and_its_cost_line_are_read(tmp_path: Path) -> None:
     report, end = read_back("aider", "edited-cached-priced", 0, tmp_path)
 
-    assert (report.input_tokens, report.output_tokens, report.cost_usd) == (2700, 30, 0.0054)
+    assert (report.input_tokens, report.output_tokens, report.cost_usd, report.requests) == (2700, 30, 0.0054, 1)
     assert end == ("done", "")  # its failed model-info download is not taken for a failure
 
 
@@ -61,7 +61,8 @@ def test_aider_exits_0_when_it_stopped_short_and_says_why(name: str, end: tuple[
 def test_mini_tokens_are_every_calls_usage_in_its_trajectory_and_an_unpriced_cost_is_unknown(tmp_path: Path) -> None:
     report, end = read_back("mini-swe-agent", "submitted", 0, tmp_path)
 
-    assert report == Report(input_tokens=2500, output_tokens=50, cost_usd=None, final_message="Done.")
+    assert report == Report(input_tokens=2500, output_tokens=50, cost_usd=None, final_message="Done.",
+                            requests=2)  # its model_stats.api_calls
     assert end == ("done", "")
 
 
