@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -28,6 +29,7 @@ from orchestrator.executors.confinement import Confinement, confinement
 from orchestrator.executors.memory_file import AgentMemory, reflections_block
 from orchestrator.executors.presets import DEFAULT_TURNS, PRESETS, Preset, Report, Scratch, Settings
 from orchestrator.executors.transcript import agent_transcript
+from orchestrator.judging.test_paths import is_test_path
 from orchestrator.runlog import RunLog
 from orchestrator.tempfiles import temp_prefix
 from reflection.meter import Meter
@@ -36,6 +38,7 @@ from reflection.redact import redact
 log = logging.getLogger("goldenloop.executors.agent")
 
 FINAL_MESSAGE_CHARS = 2000  # of the agent's last message, kept in the run log and history
+FILES_GIVEN = 8  # files in play handed to an agent that edits only those (Aider)
 
 
 @dataclass
@@ -94,7 +97,10 @@ class AgentExecutor:
             block = reflections_block(prompt) if self.memory_file else ""
             if block and self.preset.memory_file is None:  # no memory file of its own: a conventions file
                 scratch.conventions.write_text(block, encoding="utf-8")
-            argv = self.preset.build(prompt, scratch, self.settings_now())
+            settings = self.settings_now()
+            if self.preset.takes_files:
+                settings = replace(settings, files=await files_in_play(request))
+            argv = self.preset.build(prompt, scratch, settings)
             memory = AgentMemory(request.repo_dir, self.preset.memory_file if block else None)
             caches = self._caches(request.repo_dir)
             with memory.holding(block), self.confined.attempt(request.repo_dir, self._env(), scratch.folder) as (
@@ -130,6 +136,38 @@ class AgentExecutor:
         return {"inputTokens": report.input_tokens, "outputTokens": report.output_tokens,
                 "costUsd": report.cost_usd, "model": report.model or self.settings.model,
                 "agent": self.name, "sessionId": report.session_id, "finalMessage": _cut(report.final_message)}
+
+
+async def files_in_play(request: ExecutionRequest) -> tuple[str, ...]:
+    """The files the task names, the failing tests name and earlier attempts changed (the
+    builtin editor's choice, orchestrator/executors/context.py), at most FILES_GIVEN."""
+    from orchestrator.executors.context import gather_context
+
+    context = await gather_context(request.repo_dir, request.prompt, request.hint_paths, 0, focus=request.focus)
+    in_play = [name for name in context.in_play if (request.repo_dir / name).is_file()]
+    imported = [name for test in in_play if is_test_path(test) for name in _imported(request.repo_dir, test)]
+    return tuple(dict.fromkeys([*in_play, *imported]))[:FILES_GIVEN]
+
+
+_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.M)
+
+
+def _imported(repo_dir: Path, test: str) -> list[str]:
+    """The repository's Python modules a test file imports: the code its failures are about."""
+    if not test.endswith(".py"):
+        return []
+    try:
+        source = (repo_dir / test).read_text(errors="replace")
+    except OSError:
+        return []
+    found = []
+    for match in _IMPORT.finditer(source):
+        module = (match.group(1) or match.group(2)).replace(".", "/")
+        for root in ("", "src/", str(Path(test).parent) + "/"):
+            for name in (f"{root}{module}.py", f"{root}{module}/__init__.py"):
+                if (repo_dir / name).is_file():
+                    found.append(name.removeprefix("./"))
+    return found
 
 
 def _remove(paths: set[Path]) -> None:

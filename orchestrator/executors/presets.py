@@ -34,6 +34,7 @@ class Settings:
     extra_args: tuple[str, ...] = ()
     budget_usd: float | None = None  # the task's/run's remaining cost budget; None: no limit
     sandboxed: bool = False  # goldenloop's sandbox confines its writes (an agent's own sandbox may then be off)
+    files: tuple[str, ...] = ()  # for an agent that edits only the files it is given: the ones in play
 
 
 @dataclass
@@ -101,6 +102,8 @@ class Preset:
     # sandbox (orchestrator/executors/confinement.py).
     homes: tuple[str, ...] = ()
     home_variables: tuple[str, ...] = ()
+    # Whether it edits only the files it is given (Aider): it then gets the files in play.
+    takes_files: bool = False
 
 
 # -- Claude Code: `claude -p ... --output-format json` ----------------------------------
@@ -219,6 +222,8 @@ def _aider_argv(prompt: str, scratch: Scratch, s: Settings) -> list[str]:
             "--input-history-file", str(scratch.folder / "input.history")]
     if scratch.conventions.exists():
         argv += ["--read", str(scratch.conventions)]
+    for name in s.files:  # it edits only the files in its chat: a file it must ask for costs a call
+        argv += ["--file", name]
     return argv + _model(s) + list(s.extra_args)
 
 
@@ -373,7 +378,8 @@ PRESETS: dict[str, Preset] = {
                     environment=(r"litellm\.NotFoundError",), gave_up=_AIDER_GAVE_UP,
                     # its model-info download, which fails offline and changes nothing
                     noise=(r"model_prices_and_context_window\.json",), env={**_WIDE, **_LOCAL_PRICES},
-                    homes=(".aider/", ".aider.chat.history.md", ".aider.input.history", ".cache/aider/")),
+                    homes=(".aider/", ".aider.chat.history.md", ".aider.input.history", ".cache/aider/"),
+                    takes_files=True),
     "mini-swe-agent": Preset("mini-swe-agent", "mini", _mini_argv, _mini_report, env=_MINI_ENV,
                              environment=(r"^Aborted\.?$",  # its first-run wizard, with no terminal
                                           r"litellm\.NotFoundError", r"Error calculating cost for model"),

@@ -168,6 +168,21 @@ def test_with_no_model_named_goldenloop_calls_none_and_says_so_once(
     assert out.count("goldenloop's own reflections are heuristic, with no model call") == 1
 
 
+def test_a_task_that_names_no_file_gets_aider_the_files_in_play_at_once(git_repo: Path, aider_env: ModelServer) -> None:
+    aider_env.script([Turn(reply=whole(FIXED))])
+    aider_env.fallback = Turn(reply=whole(FIXED))  # what a second request for the same fix would get
+    repo = project(git_repo)
+    (repo / ".openagents" / "tasks.jsonl").write_text(json.dumps(task(
+        description="The sum of two numbers comes out wrong; the failing tests say how.")) + "\n")
+    git(repo, "commit", "-qam", "a task that names no file")
+
+    assert do_one_task(repo) == 0
+
+    [request] = aider_env.model_requests()  # not a second one, after Aider asked for the file
+    sent = json.dumps(request.body)
+    assert "def add(a, b):" in sent and "def test_add():" in sent  # the code and its failing test, in its chat
+
+
 def test_an_empty_reply_is_aider_giving_up_and_the_retry_is_told_so(git_repo: Path, aider_env: ModelServer) -> None:
     aider_env.script([Turn(reply=""), Turn(reply=whole(FIXED))])
     repo = project(git_repo)

@@ -57,6 +57,7 @@ elif name == "aider":
     for flag in ("--message-file", "--chat-history-file", "--input-history-file", "--read", "--model",
                  "--max-chat-history-tokens"):
         p.add_argument(flag)
+    p.add_argument("--file", action="append")
     for flag in ("--yes-always", "--no-pretty", "--no-gitignore", "--no-show-release-notes", "--no-analytics",
                  "--no-check-update", "--no-show-model-warnings", "--no-detect-urls", "--no-auto-commits", "--no-stream"):
         p.add_argument(flag, action="store_true")
