@@ -17,7 +17,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import venv
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,9 +40,43 @@ PACKAGES: dict[str, tuple[str, str]] = {
 PYTHONS: dict[str, str] = {"openhands": "python3.12"}
 
 
-def install(name: str) -> bool:
+TICK_S = 30.0  # how often a long install says it is still at work
+
+
+def install(name: str, place: str = "") -> bool:
     source, spec = PACKAGES[name]
-    print(f"installing {name} ({spec}) ...", flush=True)
+    print(f"{place}installing {name} ({spec}) ...", flush=True)
+    started = time.monotonic()
+    with _ticking(name, started):
+        done = _install(name, source, spec)
+    print(f"{place}{name} {'installed' if done else 'NOT installed'} in {_clock(time.monotonic() - started)}",
+          flush=True)
+    return done
+
+
+@contextmanager
+def _ticking(name: str, started: float) -> Iterator[None]:
+    """A line every TICK_S while `name` installs: a large one takes minutes."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(TICK_S):
+            print(f"  still installing {name}: {_clock(time.monotonic() - started)} so far", flush=True)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+
+
+def _install(name: str, source: str, spec: str) -> bool:
     try:
         if source == "pypi":
             folder = AGENTS / name
@@ -83,7 +121,9 @@ def main(argv: list[str]) -> int:
         print(f"unknown agent(s): {', '.join(unknown)}; known: {', '.join(PACKAGES)}")
         return 2
     AGENTS.mkdir(exist_ok=True)
-    failed = [name for name in names if not install(name)]
+    failed = [name for n, name in enumerate(names, 1) if not install(name, f"[{n}/{len(names)}] ")]
+    if failed:
+        print(f"not installed: {', '.join(failed)}; their tests are skipped, saying so", flush=True)
     return 1 if failed else 0
 
 

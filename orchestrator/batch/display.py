@@ -38,7 +38,8 @@ class LiveDisplay(AbstractContextManager):
         from rich.live import Live
 
         self.console = Console()
-        self.live = Live(console=self.console, refresh_per_second=4, transient=False)
+        # Rendered anew at each refresh, so that its clock ticks between events too.
+        self.live = Live(console=self.console, refresh_per_second=4, transient=False, get_renderable=self.render)
         self.started = time.monotonic()
         self.done = self.blocked = self.other = 0
         self.running: dict[str, str] = {}  # taskId -> what it is doing
@@ -50,7 +51,7 @@ class LiveDisplay(AbstractContextManager):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.live.update(self.render())
+        self.live.refresh()
         self.live.__exit__(None, None, None)
 
     def __call__(self, event: Event) -> None:
@@ -81,17 +82,18 @@ class LiveDisplay(AbstractContextManager):
             self.last = f"{task}: {what}, kept on branch {event.get('branch')}"
         elif kind in ("notice", "repository_refused"):
             self.last = str(event.get("message") or event.get("reason"))
-        self.live.update(self.render())
+        self.live.refresh()
 
     def render(self):  # noqa: ANN201 - a rich renderable
         from rich.console import Group
         from rich.table import Table
         from rich.text import Text
 
-        minutes = (time.monotonic() - self.started) / 60
+        waited = int(time.monotonic() - self.started)
         status = Text(
-            f"goldenloop overnight: done {self.done} · blocked {self.blocked} · "
-            f"running {len(self.running)} · {minutes:.1f} min · {self.meter.input_tokens + self.meter.output_tokens} tokens · {self.meter.cost_text()}",
+            f"goldenloop overnight: done {self.done} · blocked {self.blocked} · running {len(self.running)} · "
+            f"{waited // 60}:{waited % 60:02d} · {self.meter.input_tokens + self.meter.output_tokens} tokens · "
+            f"{self.meter.cost_text()}",
             style="bold",
         )
         table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 import anyio
@@ -31,7 +32,12 @@ from reflection.fileio import atomic_write
 def do_one_task(args: argparse.Namespace) -> int:
     listener = setup_output(args.json)
     try:
-        return anyio.run(_do_one_task, args, listener)
+        if args.json or not sys.stdout.isatty():
+            return anyio.run(_do_one_task, args, listener)
+        from orchestrator.live_status import LiveStatus
+
+        with LiveStatus(listener) as live:  # a terminal: what it waits for, under the run's lines
+            return anyio.run(_do_one_task, args, live)
     except UserError as exc:
         say(f"do-one-task: {exc}", args.json, level="error", exitCode=exc.exit_code)
         return exc.exit_code

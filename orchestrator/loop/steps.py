@@ -57,10 +57,18 @@ def prepare(s: SubtaskState) -> Attempt:
     spent = p.meter.copy()
     prompt = prompt_for(s, s.last)
     s.event("attempt_started", attempt=s.attempt, of=s.max_attempts, number=s.subtask.next_number,
-            promptChars=len(prompt))
+            executor=_worker(s), promptChars=len(prompt))
     request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=s.attempt, hint_paths=s.changed,
                                focus=focus_text(s.task, s.plan, s.subtask))
     return Attempt(s.attempt, request, spent, applying, started=time.monotonic(), patch=s.latest_patch)
+
+
+def _worker(s: SubtaskState) -> str:
+    """Who makes the attempt, as the live line names it: the agent or the model, and its model."""
+    e = s.p.config.executor
+    if e.kind == "builtin":
+        return f"the model ({s.p.config.default_model})"
+    return f"{e.kind} ({e.named_model})" if e.named_model else e.kind
 
 
 async def execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
