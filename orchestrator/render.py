@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from datetime import datetime
 from typing import Any, TextIO
 
 import orjson
@@ -70,6 +71,12 @@ class HumanLines:
 
     def _attempt_started(self, e: Event) -> str:
         return f"  [{e['subtaskId']}] {attempt_words(e)}"
+
+    def _waiting(self, e: Event) -> str:
+        until = datetime.fromtimestamp(float(e["until"])).astimezone()
+        seconds = int(e.get("seconds") or 0)
+        return (f"  waiting for the usage limit to reset: {until:%H:%M:%S %Z} (in {seconds // 3600}:"
+                f"{seconds // 60 % 60:02d}:{seconds % 60:02d}), then {e.get('taskId')} again")
 
     def _edit_failed(self, e: Event) -> str:
         if e.get("failureKind") == "agent":

@@ -96,6 +96,7 @@ class ModelError(Exception):
         transient: bool | None = None,
         model: str = "",
         attempts: int = 1,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
@@ -103,6 +104,9 @@ class ModelError(Exception):
         self.transient: bool = kind in TRANSIENT_KINDS if transient is None else transient
         self.model = model
         self.attempts = attempts
+        # How long the provider asked to wait, when it said so: past a minute it is a usage
+        # window (hours, often), which a run waits out rather than fails on.
+        self.retry_after_s = retry_after_s
 
 
 @runtime_checkable
@@ -246,7 +250,7 @@ def _model_error(exc: BaseException, kind: ErrorKind, model: str, attempts: int,
     detail = _detail(exc) or (f"no reply within {timeout:g} s" if kind == "timeout" else type(exc).__name__)
     tail = f" after {attempts} attempts" if attempts > 1 else ""
     message = f"model {model!r} {_PHRASES[kind]} ({detail}){tail}."
-    return ModelError(message, kind=kind, model=model, attempts=attempts)
+    return ModelError(message, kind=kind, model=model, attempts=attempts, retry_after_s=_retry_after_s(exc))
 
 
 def _retry_after_s(exc: BaseException) -> float | None:
@@ -375,10 +379,11 @@ class LiteLLMModel:
             try:
                 return await self._attempt(litellm, messages, limit, options)
             except Exception as exc:  # cancellation is a BaseException and passes through
-                kind = error_kind(exc)
-                if kind not in TRANSIENT_KINDS or attempt >= self.max_attempts:
+                kind, retry_after = error_kind(exc), _retry_after_s(exc)
+                window = retry_after is not None and retry_after > _MAX_RETRY_AFTER_S  # a usage window
+                if kind not in TRANSIENT_KINDS or attempt >= self.max_attempts or window:
                     raise _model_error(exc, kind, self.name, attempt, limit) from exc
-                delay = _retry_delay(attempt, self.backoff_s, _retry_after_s(exc))
+                delay = _retry_delay(attempt, self.backoff_s, retry_after)
                 logger.warning("model %s: %s on attempt %d, retrying in %.2f s", self.name, kind, attempt, delay)
             await _sleep(delay)
             attempt += 1

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,6 +59,11 @@ from reflection.redact import redact
 
 T = TypeVar("T")
 INFRA_FAILURES_TO_STOP = 3
+LIMIT_UNSAID_WAIT_S = 15 * 60  # a usage limit that did not say when it resets: tried again after this
+
+
+def _clock(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 @dataclass
@@ -199,6 +205,23 @@ class RepoRun:
             self.record(outcome)
             if self.parallel == 1:  # alone on the checkout: the backlog committed task by task
                 await self.on_main(self.session.commit_bookkeeping, task.id)
+            if outcome.status == "usage_limit":
+                await self.wait_out_limit(outcome)
+
+    async def wait_out_limit(self, outcome: TaskOutcome) -> None:
+        """A spent usage window: wait until it resets, then the same task again (it is open,
+        and first in line); past the run's deadline, the run stops there instead."""
+        resume_at = outcome.resume_at if outcome.resume_at is not None else time.time() + LIMIT_UNSAID_WAIT_S
+        wait = max(resume_at - time.time(), 0.0)
+        left = self.budget.seconds_left(self.own_seconds)
+        runlog = self.session.runlog
+        if left is not None and wait >= left:
+            self.report.stop_reason = self.report.stop_reason or (
+                f"a usage limit that resets at {_clock(resume_at)}, after the run's time budget ends")
+            return
+        runlog.event("waiting", taskId=outcome.task_id, until=resume_at, seconds=round(wait),  # type: ignore[union-attr]
+                     reason=outcome.reason)
+        await anyio.sleep(wait)
 
     async def worker_in_own_loop(self, slot: Slot) -> None:
         """`worker` on an event loop in a thread of its own: what blocks one worker's loop
@@ -338,6 +361,9 @@ class RepoRun:
     def _record(self, outcome: TaskOutcome) -> None:
         self.report.outcomes.append(outcome)
         self.infra_failures = self.infra_failures + 1 if outcome.status == "model_unavailable" else 0
+        if outcome.status == "usage_limit":  # not the task's doing: its next try is not counted
+            self.started -= 1
+            self.budget.started_tasks -= 1
         self.environment_failures = same_environment_failure(self.environment_failures, outcome)
         if outcome.status == "budget":
             self.report.stop_reason = self.report.stop_reason or outcome.reason
@@ -444,9 +470,15 @@ def exit_code_for(reports: list[RepoReport]) -> int:
     refused = [r.exit_code for r in reports if r.refused]
     if refused:
         return max(refused)
-    if any(o.status != "closed" for r in reports for o in r.outcomes):
+    if any(o.status != "closed" and not _waited_out(o, r.outcomes) for r in reports for o in r.outcomes):
         return EXIT_BLOCKED
     return EXIT_DONE
+
+
+def _waited_out(outcome: TaskOutcome, outcomes: list[TaskOutcome]) -> bool:
+    """A usage limit the run waited out: the same task ran again after it."""
+    at = next(n for n, o in enumerate(outcomes) if o is outcome)
+    return outcome.status == "usage_limit" and any(o.task_id == outcome.task_id for o in outcomes[at + 1:])
 
 
 def same_environment_failure(seen: list[str], outcome: TaskOutcome) -> list[str]:

@@ -118,6 +118,9 @@ class AgentExecutor:
         usage = self._usage(report)
         if end.kind == "done":
             return ExecutionResult(ok=True, reply=done.output, usage=usage, transcript=transcript)
+        if end.kind == "limit":
+            return ExecutionResult(ok=False, error=f"{self.name}: {end.sentence}", reply=done.output, usage=usage,
+                                   failure_kind="limit", transcript=transcript, resume_at=end.resets_at)
         # The agent's own words, never its command line (which holds the whole prompt).
         return ExecutionResult(ok=False, error=f"{self.name}: {end.sentence}", reply=done.output, usage=usage,
                                failure_kind=end.kind, transcript=transcript, timed_out=done.timed_out)

@@ -16,8 +16,11 @@ it (which holds the whole prompt).
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from orchestrator.checks.verify import CommandResult
@@ -26,7 +29,7 @@ from orchestrator.executors.presets import Preset, Report
 from reflection.redact import redact
 from reflection.text import one_line
 
-EndKind = Literal["done", "agent", "environment"]
+EndKind = Literal["done", "agent", "environment", "limit"]
 SENTENCE_CHARS = 400
 TAIL_LINES = 80  # an agent's own complaint is near the end of what it printed
 
@@ -51,6 +54,7 @@ _FAILURE_WORDS = re.compile(r"error|failed|exception|abort|refused|denied|cannot
 class AgentEnd:
     kind: EndKind
     sentence: str = ""  # the agent's words: why it did not do the work (one line, redacted)
+    resets_at: float | None = None  # "limit": when its usage limit resets (epoch seconds), if it said
 
 
 def diagnose(preset: Preset, done: CommandResult, report: Report, timeout_s: float) -> AgentEnd:
@@ -65,6 +69,9 @@ def diagnose(preset: Preset, done: CommandResult, report: Report, timeout_s: flo
     if not failed:
         return AgentEnd("done")
     words = "\n".join(filter(None, (report.final_message, _tail(done.output))))
+    limit = usage_limit(done.output, words)
+    if limit is not None:
+        return limit
     environment = _first_match((*preset.environment, *COMMON_ENVIRONMENT), words)
     if environment is not None:
         return AgentEnd("environment", _sentence(environment))
@@ -112,3 +119,54 @@ def refused_again(sentence: str, before: str | None) -> bool:
     """Whether an agent's failure `sentence` is the model server refusing the request (a
     4xx) or answering nothing, word for word as the run `before` it failed."""
     return sentence == before and _REFUSAL.search(sentence) is not None
+
+
+# A subscription's usage window spent: Claude Code's `rate_limit_event` (status "rejected",
+# `resetsAt`), or its older "usage limit reached|<epoch>"; any agent's 429 naming a wait.
+_LIMIT_WORDS = re.compile(r"usage limit reached\|(\d{9,13})|you've hit your (?:usage )?limit|"
+                          r"\b429\b.*?retry[- ]after\D{0,3}(\d+)", re.I)
+
+
+def usage_limit(output: str, words: str) -> AgentEnd | None:
+    """The agent stopped at a usage limit: the end of its run, and when the limit resets."""
+    for event in _json_objects(output):
+        info = event.get("rate_limit_info") if event.get("type") == "rate_limit_event" else None
+        if isinstance(info, dict) and info.get("status") == "rejected":
+            resets = _epoch(info.get("resetsAt"))
+            kind = info.get("rateLimitType") or "usage"
+            return AgentEnd("limit", f"its {kind} limit is reached{_until(resets)}", resets)
+    match = _LIMIT_WORDS.search(words)
+    if match is None:
+        return None
+    resets = _epoch(match.group(1)) if match.group(1) else None
+    if match.group(2):
+        resets = time.time() + float(match.group(2))
+    return AgentEnd("limit", _sentence(match.group(0).split("|")[0]) + _until(resets), resets)
+
+
+def _json_objects(output: str) -> list[dict]:
+    found = []
+    for line in output.splitlines():
+        if line.startswith("{") and "rate_limit" in line:
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                found.append(value)
+    return found
+
+
+def _epoch(value: object) -> float | None:
+    """Epoch seconds from seconds or milliseconds; None when it is no time."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return seconds / 1000 if seconds > 1e12 else seconds
+
+
+def _until(resets: float | None) -> str:
+    if resets is None:
+        return ""
+    return f"; it resets at {datetime.fromtimestamp(resets).astimezone():%Y-%m-%d %H:%M %Z}"

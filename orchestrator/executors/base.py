@@ -48,7 +48,8 @@ class ExecutionResult(BaseModel):
     # What failed when ok is False: a model's reply that could not be applied as an edit
     # (a lesson about the reply format), an external agent's run, or an agent that cannot
     # run here at all (not installed: no retry can help).
-    failure_kind: Literal["edit", "agent", "environment"] = "agent"
+    failure_kind: Literal["edit", "agent", "environment", "limit"] = "agent"
+    resume_at: float | None = None  # "limit": when the agent's usage limit resets (epoch seconds), if said
     timed_out: bool = False  # the agent's run was stopped at its time limit
     # What the agent printed and wrote of its run (bounded, redacted): kept beside the
     # attempt in history/, for the user to see why.
@@ -60,7 +61,7 @@ class ExecutionResult(BaseModel):
     def failure_summary(self) -> str:
         """One line for the attempt record and the run log."""
         what = {"edit": "the reply could not be applied", "agent": "the agent run failed",
-                "environment": "the agent cannot run here"}[self.failure_kind]
+                "environment": "the agent cannot run here", "limit": "the agent hit a usage limit"}[self.failure_kind]
         return f"{what}: {self.error}"
 
 

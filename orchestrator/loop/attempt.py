@@ -55,12 +55,16 @@ class Escalate(AttemptOver):
         self.why = why
 
 
-class PutBack(AttemptOver):
-    """The subtask stops without blame (budget, model unavailable), to run again later."""
+PutBackEnd = Literal["budget", "model_unavailable", "usage_limit"]
 
-    def __init__(self, end: Literal["budget", "model_unavailable"], reason: str) -> None:
+
+class PutBack(AttemptOver):
+    """The subtask stops without blame (budget, model unavailable, a usage limit), to run
+    again later; `resume_at` (epoch seconds): when a usage limit resets, if it was said."""
+
+    def __init__(self, end: PutBackEnd, reason: str, resume_at: float | None = None) -> None:
         super().__init__(reason)
-        self.end, self.reason = end, reason
+        self.end, self.reason, self.resume_at = end, reason, resume_at
 
 
 class KeepBest(AttemptOver):

@@ -218,5 +218,5 @@ class GoldenLoop:
                                stop_reason=result.stop_reason, only_before=result.only_before, verdict=result.parts)
         p.board.reopen(task.id)
         p.runlog.event("task_reopened", taskId=task.id, reason=result.reason, convergence=result.stop_reason)
-        status = "budget" if result.end == "budget" else "model_unavailable"
-        return TaskOutcome(task.id, status, result.reason, stop_reason=result.stop_reason)
+        status = result.end if result.end in ("budget", "usage_limit") else "model_unavailable"
+        return TaskOutcome(task.id, status, result.reason, stop_reason=result.stop_reason, resume_at=result.resume_at)

@@ -12,8 +12,10 @@ from reflection.meter import Meter
 # closed: every subtask passed; blocked: escalated to a human; model_unavailable and
 # budget: stopped without blame, the task back to open; interrupted: a signal or the
 # run's time budget stopped it, the task back to open.
-TaskStatus = Literal["closed", "blocked", "model_unavailable", "budget", "interrupted"]
-SubtaskEnd = Literal["passed", "escalated", "model_unavailable", "budget"]
+# usage_limit: the agent's or the model's usage window is spent: back to open, `resume_at`
+# saying when it resets (when it was said).
+TaskStatus = Literal["closed", "blocked", "model_unavailable", "budget", "interrupted", "usage_limit"]
+SubtaskEnd = Literal["passed", "escalated", "model_unavailable", "budget", "usage_limit"]
 
 
 @dataclass
@@ -31,6 +33,7 @@ class TaskOutcome:
     only_before: tuple[str, ...] = ()  # blocked only by tests that failed before it started
     verdict: dict[str, Any] | None = None  # the last verdict's parts (judging/verdict.py): what closed it
     others: tuple[str, ...] = ()  # tests failing at its base, not its own, still failing when it closed
+    resume_at: float | None = None  # usage_limit: when the limit resets (epoch seconds), if said
 
 
 @dataclass
@@ -45,3 +48,4 @@ class SubtaskResult:
     verdict: str | None = None  # the passing verdict's parts, in one line
     parts: dict[str, Any] | None = None  # and as data
     others: tuple[str, ...] = ()  # tests failing at the base, not the task's, still failing then
+    resume_at: float | None = None  # usage_limit: when it resets (epoch seconds), if said

@@ -84,7 +84,11 @@ async def execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
             s.record(a, "model_refused", refused, reflection_id=await reflect_on(s, "environment", refused))
             s.earlier.snapshots.append(AttemptSnapshot(a.number, refused, a.diff, 0.0))
             raise Escalate(StopReason.ENVIRONMENT) from None
+        if exc.kind == "rate_limit" and exc.retry_after_s:  # a usage window: waited out, not failed on
+            raise PutBack("usage_limit", f"the model's usage limit: {exc}", time.time() + exc.retry_after_s) from None
         raise PutBack("model_unavailable", f"the model failed: {exc}") from None
+    if not executed.ok and executed.failure_kind == "limit":  # the agent's subscription window is spent
+        raise PutBack("usage_limit", f"the agent's usage limit: {executed.error}", executed.resume_at)
     if executed.notes:  # an edit applied elsewhere than its reply said
         a.notes = executed.notes
         s.event("edit_corrected", attempt=a.number, notes=executed.notes)

@@ -19,7 +19,6 @@ tree (with `retry.fresh`, from the base, as independent samples). The tree is ch
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import anyio
 
@@ -28,7 +27,7 @@ from orchestrator.checks.preflight import Baseline
 from orchestrator.judging.judge import Ground
 from orchestrator.judging.judgement import Judgement
 from orchestrator.judging.words import blocked
-from orchestrator.loop.attempt import Escalate, KeepBest, PutBack, Retry
+from orchestrator.loop.attempt import Escalate, KeepBest, PutBack, PutBackEnd, Retry
 from orchestrator.loop.escalation import write_packet
 from orchestrator.loop.judging_files import JudgingFiles
 from orchestrator.loop.outcome import SubtaskResult
@@ -105,7 +104,7 @@ class SubtaskRun:
             except Escalate as stop:
                 return await self.escalate(stop.why)
             except PutBack as stop:
-                return await self.put_back(stop.end, stop.reason)
+                return await self.put_back(stop.end, stop.reason, stop.resume_at)
             except KeepBest as stop:
                 return await self.keep_best(stop.why)
         why = StopReason.MAX_RETRIES
@@ -187,7 +186,7 @@ class SubtaskRun:
         return SubtaskResult("escalated", reason, escalation=packet, stop_reason=why, only_before=only_before,
                              parts=parts)
 
-    async def put_back(self, end: Literal["budget", "model_unavailable"], reason: str) -> SubtaskResult:
+    async def put_back(self, end: PutBackEnd, reason: str, resume_at: float | None = None) -> SubtaskResult:
         """Stop without blaming the task: restore the tree, leave the subtask pending."""
         s = self.state
         if s.passing:  # a revision cut short: the passing version is the subtask's work
@@ -196,4 +195,4 @@ class SubtaskRun:
         why = StopReason.BUDGET if end == "budget" else None
         s.subtask.status, s.subtask.convergence = "pending", why
         s.save()
-        return SubtaskResult(end, reason, stop_reason=why)
+        return SubtaskResult(end, reason, stop_reason=why, resume_at=resume_at)

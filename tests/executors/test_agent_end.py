@@ -82,3 +82,16 @@ def test_a_secret_in_the_agents_last_word_is_redacted() -> None:
 ])
 def test_the_same_refusal_twice_in_a_row_is_told_apart(sentence: str, before: str | None, again: bool) -> None:
     assert refused_again(sentence, before) is again
+
+
+def test_claude_codes_rejected_rate_limit_event_is_a_usage_limit_with_its_reset() -> None:
+    event = ('{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1764435600,'
+             '"rateLimitType":"five_hour"},"uuid":"5b9f","session_id":"2c1e"}')
+    result = ('{"type":"result","subtype":"success","is_error":true,"num_turns":1,'
+              '"result":"You\'ve hit your limit · resets 5pm (UTC)","session_id":"2c1e","total_cost_usd":0}')
+    report = Report(is_error=True, final_message="You've hit your limit · resets 5pm (UTC)")
+
+    end = diagnose(PRESETS["claude-code"], finished(f"{event}\n{result}\n", exit_code=1), report, 900)
+
+    assert (end.kind, end.resets_at) == ("limit", 1764435600.0)
+    assert end.sentence.startswith("its five_hour limit is reached; it resets at 2025-11-29 ")

@@ -243,7 +243,9 @@ async def test_slow_reply_times_out_on_our_deadline_after_retries(tmp_path: Path
 
 
 @pytest.mark.anyio
-async def test_retry_after_is_honoured_and_capped(tmp_path: Path, sleeps: list[float]) -> None:
+async def test_retry_after_is_honoured_and_a_usage_window_ends_the_call_saying_when(
+    tmp_path: Path, sleeps: list[float]
+) -> None:
     name = scripted_script(
         [
             {"error": "rate_limit", "retryAfter": 7},
@@ -253,9 +255,11 @@ async def test_retry_after_is_honoured_and_capped(tmp_path: Path, sleeps: list[f
         dir=tmp_path,
     )
 
-    await LiteLLMModel(name, max_attempts=3, backoff_s=0.001).complete(user("x"))
+    with pytest.raises(ModelError) as caught:  # an hour is a usage window: the run waits it out, not the call
+        await LiteLLMModel(name, max_attempts=3, backoff_s=0.001).complete(user("x"))
 
-    assert sleeps == [7.0, 60.0]
+    assert sleeps == [7.0]
+    assert (caught.value.kind, caught.value.retry_after_s) == ("rate_limit", 3600.0)
 
 
 @pytest.mark.anyio
