@@ -38,13 +38,13 @@ class LiveDisplay(AbstractContextManager):
         from rich.live import Live
 
         self.console = Console()
-        # Rendered anew at each refresh, so that its clock ticks between events too.
-        self.live = Live(console=self.console, refresh_per_second=4, transient=False, get_renderable=self.render)
         self.started = time.monotonic()
         self.done = self.blocked = self.other = 0
         self.running: dict[str, str] = {}  # taskId -> what it is doing
         self.meter = Meter()  # every model call seen in the events
         self.last = ""
+        # Rendered anew at each refresh, so that its clock ticks between events too.
+        self.live = Live(console=self.console, refresh_per_second=4, transient=False, get_renderable=self.render)
 
     def __enter__(self) -> LiveDisplay:
         self.live.__enter__()

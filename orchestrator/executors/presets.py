@@ -282,9 +282,25 @@ def _mini_last_word(trajectory: dict[str, Any], info: dict[str, Any]) -> str | N
                 f"{agent.get('step_limit')}, cost limit ${agent.get('cost_limit')})")
     if info.get("submission"):
         return info["submission"]
+    empty = _mini_empty_replies(trajectory)
+    if empty and status:  # its own error (a format error) never says the model answered nothing
+        return f"empty reply from the model, {empty} time(s), then {status}"
     said = [m.get("content") for m in trajectory.get("messages") or [] if isinstance(m, dict)
             and m.get("role") in ("exit", "assistant")]  # an exit's content is the error it exited on
     return next((text for text in reversed(said) if isinstance(text, str) and text.strip()), status)
+
+
+def _mini_empty_replies(trajectory: dict[str, Any]) -> int:
+    """How many replies the model gave, when every one was empty (no text, no tool call); 0 else."""
+    replies = []
+    for message in trajectory.get("messages") or []:
+        extra = message.get("extra") if isinstance(message, dict) else None
+        response = extra.get("response") if isinstance(extra, dict) else None
+        choices = response.get("choices") if isinstance(response, dict) else None
+        if choices and isinstance(choices[0], dict):
+            said = choices[0].get("message") or {}
+            replies.append(bool(str(said.get("content") or "").strip() or said.get("tool_calls")))
+    return len(replies) if replies and not any(replies) else 0
 
 
 # -- OpenHands: `openhands --headless --json --override-with-envs -f task.md` ------------

@@ -13,7 +13,7 @@ import pytest
 from agentkit import agent_project, transcript
 from model_server import ModelServer, ToolCall, Turn, Usage
 from offline import closed_port, loopback_only
-from programs import needs, program
+from programs import needs
 from projects import CALC, do_one_task, events_of, git, tasks_on_disk
 
 pytestmark = needs("mini-swe-agent")
@@ -149,3 +149,19 @@ def test_its_first_run_wizard_is_the_environment(
 
     assert tasks_on_disk(repo)["T-1"]["status"] == "blocked" and mini_env.model_requests() == []
     assert "the agent cannot run here: mini-swe-agent: Aborted." in capsys.readouterr().out
+
+
+def test_empty_replies_are_named_and_on_two_runs_in_a_row_stop_the_task_as_the_environment(
+    git_repo: Path, mini_env: ModelServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mini_env.fallback = Turn(reply="")  # a server that answers nothing, however asked
+    repo = project(git_repo, config={"reflexion": {"maxRetries": 3}})
+
+    assert do_one_task(repo) == 1
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "blocked"
+    assert len(events_of(repo, "agent_run")) == 2  # not four runs of three requests each
+    out = capsys.readouterr().out
+    assert "the agent cannot run here: mini-swe-agent: empty reply from the model, 3 time(s), then " in out
+    assert "(on two runs in a row: no retry changes it)" in out
+

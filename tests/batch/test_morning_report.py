@@ -70,3 +70,20 @@ def test_report_writes_the_latest_page_again_and_opens_it(git_repo: Path, tmp_pa
     assert capsys.readouterr().out == f"{page}\n" and "Fix add" in page.read_text()
     assert opened.read_text() == page.as_uri()
     assert goldenloop(repo, "report", "20991231T000000Z-nope") == 1
+
+
+def test_the_overnight_board_clock_ticks_between_events(monkeypatch) -> None:
+    from rich.console import Console
+
+    from orchestrator.batch import display
+
+    now = [1000.0]
+    monkeypatch.setattr(display.time, "monotonic", lambda: now[0])
+    board = display.LiveDisplay()
+    shown = []
+    for later in (0.0, 83.0):  # no event between the two refreshes
+        now[0] = 1000.0 + later
+        console = Console(record=True, width=200)
+        console.print(board.live.renderable)
+        shown.append(console.export_text())
+    assert " 0:00 " in shown[0] and " 1:23 " in shown[1]
