@@ -44,6 +44,7 @@ class LiveStatus(AbstractContextManager):
         doing = self._doing(event)
         if doing is not None and doing != self.doing:
             self.doing, self.since = doing, time.monotonic()
+            self.live.refresh()  # shown at once, not at the next tick
 
     def render(self) -> Any:
         from rich.text import Text

@@ -35,7 +35,7 @@ def on_a_terminal(repo: Path) -> str:
 
 
 def test_a_terminal_gets_a_live_line_of_what_the_run_waits_for_and_a_pipe_does_not(git_repo: Path) -> None:
-    slow = {"match": "Task T-1:", "reply": FIX_ADD, "delay": 2.5}  # a model that thinks a while
+    slow = {"match": "Task T-1:", "reply": FIX_ADD, "delay": 1.0}  # a model that thinks a while
     repo = make_project(git_repo, [slow], config={"reflexion": {"useLLM": False}})
 
     shown = on_a_terminal(repo)
