@@ -45,7 +45,9 @@ COMMON_ENVIRONMENT = (
 )
 # A model server's refusal of the request itself (a 4xx) or an empty reply: the same one
 # on two runs in a row is the environment, which no retry's prompt changes.
-_REFUSAL = re.compile(r"\b4\d\d\b|BadRequestError|NotFoundError|UnprocessableEntityError|PermissionDeniedError|"
+# A bare "404" is not enough: a test's "assert 404 == 200" is the code's failure, not the server's.
+_REFUSAL = re.compile(r"(?:HTTP|status|error|code)[ :=]*4\d\d\b|BadRequestError|NotFoundError|"
+                      r"UnprocessableEntityError|PermissionDeniedError|"
                       r"empty (?:response|reply|answer|message)|no (?:content|choices) (?:in|was returned)", re.I)
 _FAILURE_WORDS = re.compile(r"error|failed|exception|abort|refused|denied|cannot|can't|unable", re.I)
 

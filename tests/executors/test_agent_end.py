@@ -78,6 +78,9 @@ def test_a_secret_in_the_agents_last_word_is_redacted() -> None:
     ("the agent run failed: litellm.BadRequestError: 400 a", "the agent run failed: litellm.BadRequestError: 400 b",
      False),  # a different refusal: the retry's prompt changed something
     ("the agent run failed: it exited with code 1", "the agent run failed: it exited with code 1", False),
+    ("the agent run failed: AssertionError: assert 404 == 200", "the agent run failed: AssertionError: assert 404 "
+     "== 200", False),  # the code's failure, twice: a retry may still fix it
+    ("the agent run failed: Error code: 429 - quota", "the agent run failed: Error code: 429 - quota", True),
     ("the agent run failed: aider: Empty response received from LLM.", None, False),
 ])
 def test_the_same_refusal_twice_in_a_row_is_told_apart(sentence: str, before: str | None, again: bool) -> None:
