@@ -122,12 +122,13 @@ class HumanLines:
         if e.get("environmentError"):
             return f"  preflight: the checks cannot run: {e['environmentError']}"
         failing, waived = e.get("failingAtBaseline") or [], set(e.get("waivedAtBaseline") or [])
+        took = "recorded for this tree, not run again" if e.get("recorded") else f"{e.get('durationS')} s"
         if e.get("passed"):
-            return f"  preflight: checks pass before any change ({e.get('durationS')} s)"
+            return f"  preflight: checks pass before any change ({took})"
         about = e.get("aboutTask")
         to_fix = about if about is not None else [t for t in failing if t not in waived]
         others = [t for t in failing if t not in to_fix and t not in waived]
-        line = f"  preflight: {len(failing)} test(s) already failing before any change ({e.get('durationS')} s)"
+        line = f"  preflight: {len(failing)} test(s) already failing before any change ({took})"
         if to_fix:
             line += f"; the task must make them pass: {_few(to_fix)}"
         if others:

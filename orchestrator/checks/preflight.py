@@ -56,6 +56,7 @@ class Baseline(BaseModel):
     singles: tuple[Verdict, ...] = ()
     outcomes: dict[str, str] = {}
     reported: bool = False
+    recorded: bool = False  # taken from the run recorded for this tree, not run again
 
     @property
     def commands(self) -> list[tuple[str, str]]:

@@ -23,6 +23,7 @@ from orchestrator.checks.waivers import Waivers
 from orchestrator.judging.about import about
 from orchestrator.judging.export import JudgeTree, JudgeTrees
 from orchestrator.judging.judge import Ground, judge_base
+from orchestrator.judging.recorded import BaselineRecords
 from orchestrator.loop.decompose import decompose, is_small
 from orchestrator.loop.learn import notes_for, reflect_on_task
 from orchestrator.loop.outcome import SubtaskResult, TaskOutcome
@@ -60,7 +61,7 @@ class GoldenLoop:
         p.board.claim(task.id)
         p.runlog.event("task_started", taskId=task.id, title=task.title)
         with self._judges() as tree:
-            ground = Ground.of(p.repo, tree, p.config, checkout=p.project_dir)
+            ground = Ground.of(p.repo, tree, p.config, checkout=p.project_dir, records=BaselineRecords(p.project_dir))
             base = await anyio.to_thread.run_sync(p.repo.tree_of, p.repo.head())
             baseline = await self._preflight(task, ground, base)
             if isinstance(baseline, TaskOutcome):
@@ -167,6 +168,7 @@ class GoldenLoop:
             aboutRule=topic.rule,
             complete=baseline.complete,
             testIds=baseline.reported,
+            recorded=baseline.recorded,
             environmentError=baseline.environment_error,
             durationS=round(baseline.duration_s, 3),
         )

@@ -30,6 +30,7 @@ worktrees/
 journal/
 history/
 recovered/
+baselines/
 """  # recovered/: copies an older goldenloop kept of files an undo would have lost
 
 # The reflections are a cache of lessons, append-only and unbounded: committing them with
@@ -64,7 +65,7 @@ def ensure_runtime_ignored(project_dir: Path) -> None:
     # Projects from before memory left git, or before the journal (which holds copies of
     # the user's uncommitted files: never to be committed) existed.
     wanted = (("memory/reflections.jsonl", MEMORY_IGNORE), ("journal/", "journal/\n"), ("history/", "history/\n"),
-              ("recovered/", "recovered/\n"),
+              ("recovered/", "recovered/\n"), ("baselines/", "baselines/\n"),
               ("memory/.task-reflections.json", TASK_NOTES_IGNORE), ("memory/lessons.sqlite", LESSONS_IGNORE),
               ("memory/reflect-history.jsonl", REFLECT_API_IGNORE))
     missing = "".join(entry for key, entry in wanted if key not in text)
