@@ -221,6 +221,9 @@ class RetryConfig(_ConfigModel):
     # Reruns of the old tests when only tests that passed before the task fail: the attempt
     # is flaky, not wrong, when every rerun passes (one pass could be the attempt's own chance).
     flaky_reruns: int = Field(default=2, ge=0)
+    # pytest's tests that failed before (at the base, in the last attempt) and those in the
+    # test files an attempt changed run first; when they decide the verdict the rest does not run.
+    failing_first: bool = True
     route_by_failure: bool = True  # environment: escalate; timeout: the time limit named
     stop_on_plateau: bool = True
     stop_on_oscillation: bool = True

@@ -27,7 +27,7 @@ import anyio
 from orchestrator.checks.envcheck import environment_error
 from orchestrator.checks.preflight import Baseline, describe
 from orchestrator.checks.settings import CheckSettings
-from orchestrator.checks.verify import Verdict
+from orchestrator.checks.verify import Verdict, combine
 from orchestrator.checks.waivers import Waivers
 from orchestrator.config import ProjectConfig, RetryConfig
 from orchestrator.git.repo import Repo
@@ -36,7 +36,9 @@ from orchestrator.judging.about import About, about, needs_proof
 from orchestrator.judging.export import JudgeTree
 from orchestrator.judging.judgement import Judgement
 from orchestrator.judging.missing import lacking, sentence
-from orchestrator.judging.sessions import Run, run_checks
+from orchestrator.judging.outcomes import FAILED, PASSED
+from orchestrator.judging.recorded import BaselineRecords
+from orchestrator.judging.sessions import Run, Selection, run_checks
 from orchestrator.judging.test_paths import DEFAULT_TEST_GLOBS, is_doctest, is_test_path
 from orchestrator.judging.trees import SessionTrees
 from orchestrator.judging.verdict import Parts, decide
@@ -61,23 +63,55 @@ class Ground:
     setup: tuple[str, ...] = ()
     waivers: Waivers = field(default_factory=Waivers)
     checkout: Path | None = None  # None: the repository the attempts work in
+    records: BaselineRecords | None = None  # whole runs recorded per tree (judging/recorded.py)
 
     @classmethod
-    def of(cls, repo: Repo, tree: JudgeTree, config: ProjectConfig, checkout: Path | None = None) -> Ground:
+    def of(cls, repo: Repo, tree: JudgeTree, config: ProjectConfig, checkout: Path | None = None,
+           records: BaselineRecords | None = None) -> Ground:
         """The ground a project's config gives: its checks, retry rules, setup and waivers."""
         checks = config.checks_config
         return cls(repo, tree, config.checks, config.retry, tuple(checks.setup), Waivers.of(checks.known_failures),
-                   checkout)
+                   checkout, records)
 
     @property
     def globs(self) -> tuple[str, ...]:
         return tuple(self.retry.test_globs or DEFAULT_TEST_GLOBS)
 
-    async def run(self, tree: str, *, every_step: bool = False, tests_only: bool = False) -> Run:
+    async def run(self, tree: str, *, every_step: bool = False, tests_only: bool = False,
+                  select: Selection | None = None) -> Run:
         """The checks on `tree` in the judge's tree; `tests_only`: no typecheck (it ran on this
-        code in the run before)."""
+        code in the run before); `select`: some of pytest's tests by id (judging/selection.py)."""
         checks = replace(self.checks, typecheck=()) if tests_only else self.checks
-        return await run_checks(self.tree, tree, checks, self.setup, every_step=every_step)
+        run = await run_checks(self.tree, tree, checks, self.setup, every_step=every_step, select=select)
+        if not tests_only and select is None:
+            await self.record(tree, run)
+        return run
+
+    async def record(self, tree: str, run: Run) -> None:
+        """A whole run of every check on `tree`, recorded: a later task's base may be this tree."""
+        ran = {(single.steps[-1].kind, single.steps[-1].command) for single in run.singles if single.steps}
+        if self.records is not None and ran >= set(self.checks.steps):  # none left out, none stopped early
+            key = await anyio.to_thread.run_sync(self._key, tree)
+            await anyio.to_thread.run_sync(self.records.write, key, run)
+
+    async def base_run(self, tree: str) -> tuple[Run, bool]:
+        """The checks on a base `tree`, every step: its recorded run when there is one to
+        trust (True), else run now and recorded. One run per tree at a time: a parallel
+        task on the same base waits for it and takes the record."""
+        if self.records is None:
+            return await self.run(tree, every_step=True), False
+        key = await anyio.to_thread.run_sync(self._key, tree)
+        async with self.records.held(key):
+            run = await anyio.to_thread.run_sync(self.records.read, key, tree)
+            if run is None:
+                return await self.run(tree, every_step=True), False
+        if not run.verdict.passed:  # what a failure names is looked for among the base's files
+            await anyio.to_thread.run_sync(self.tree.check_out, tree)
+        return run, True
+
+    def _key(self, tree: str) -> dict[str, object]:
+        assert self.records is not None
+        return self.records.key(self.repo, tree, self.checks, self.setup, self.tree.provided)
 
 
 @dataclass(frozen=True)
@@ -97,7 +131,7 @@ class Own:
 
 async def judge_base(ground: Ground, tree: str, task_text: str) -> Baseline:
     """The checks on the task's base tree, every command run: what the verdicts compare with."""
-    run = await ground.run(tree, every_step=True)
+    run, recorded = await ground.base_run(tree)
     if run.setup_failed is not None or run.unexported is not None:
         return Baseline(verdict=run.verdict, environment_error=run.unexported or _setup_failed(run), tree=tree)
     baseline = describe(list(run.singles), ground.tree.path, task_text, run.verdict.duration_s, ground.checks.timeout_s)
@@ -110,6 +144,7 @@ async def judge_base(ground: Ground, tree: str, task_text: str) -> Baseline:
     failing = frozenset(t for t, o in run.outcomes.items() if o == "failed") if run.reported else None
     return baseline.model_copy(update={
         "tree": tree, "singles": run.singles, "outcomes": dict(run.outcomes), "reported": run.reported,
+        "recorded": recorded,
         **({"failing_tests": failing, "complete": True} if failing is not None else {})})
 
 
@@ -126,6 +161,7 @@ class Judge:
         self.text, self.type, self.final = task_text, task_type, final
         self.trees = SessionTrees(ground.repo, base_tree, ground.globs, ground.checks.tests)
         self.pinned = False  # the base's runner files found (`SessionTrees.pin`), once the base has run
+        self.failed_last: frozenset[str] = frozenset()  # the last attempt's failing tests: run first next time
 
     async def base(self) -> Baseline:
         """The base's run: the preflight's, else made now (retry.preflight off)."""
@@ -150,7 +186,9 @@ class Judge:
             await anyio.to_thread.run_sync(self.trees.pin, files)
             self.pinned = True
         side = self.trees.test_side(tree) if self.g.retry.test_integrity else []
-        old = await self.g.run(self.trees.old_tests(tree, side))  # the candidate's own run when side is empty
+        old = await self._old(base, tree, side)  # the candidate's own run when side is empty
+        if isinstance(old, tuple):  # the tests run first decided it
+            return old
         early = self._early(old, tree, base) or self._leaving(tree)
         if early is not None:
             return old.verdict, early
@@ -159,13 +197,96 @@ class Judge:
             return own.run.verdict, self._early(own.run, tree, base) or Judgement("timeout", own.run.verdict.summary())
         parts, topic = await self._parts(base, tree, old, own, side)
         if not parts.holds and self._may_be_flaky(parts):
-            flaky = await self._again(base, tree, old, own, side)
+            flaky = await self._again(base, tree, old, own, side, parts.broken)
             if flaky is not None:
                 return flaky.verdict, Judgement(
                     "flaky", f"flaky: {words.few(parts.broken)} failed, then passed on "
                     f"{self.g.retry.flaky_reruns} rerun(s); "
                     f"{flaky.parts.line()}", parts=flaky.parts, tree=tree)
         return self._judged(parts, topic, old, own.run, tree)
+
+    async def _old(self, base: Baseline, tree: str, side: list[str]) -> Run | tuple[Verdict, Judgement]:
+        """The old tests' run. With `retry.failingFirst`, pytest's tests that failed before and
+        those in the test files the attempt changed run first; when they decide the verdict
+        (a test the task is about still failing, one that passed at the base failing again on
+        its rerun) the rest does not run; else the rest runs, without them, and the two are
+        one run. Each test runs once either way: the order decides only how soon it is known."""
+        old_tree = self.trees.old_tests(tree, side)
+        first = self._first(base, tree)
+        if not first:
+            run = await self.g.run(old_tree)
+            self.failed_last = run.failing()[0]
+            return run
+        quick = await self.g.run(old_tree, select=("only", first))
+        self.failed_last = quick.failing()[0]
+        settled = await self._settled(base, tree, quick, first)
+        if settled is not None:
+            return settled
+        if not quick.reported or not quick.outcomes:  # it said nothing of the tests: the whole run
+            return await self.g.run(old_tree)
+        if set(quick.outcomes) >= set(base.outcomes):  # nothing is left to run
+            return quick
+        rest = await self.g.run(old_tree, tests_only=True, select=("except", frozenset(quick.outcomes)))
+        run = Run(old_tree, combine([quick.verdict, rest.verdict], quick.verdict.duration_s + rest.verdict.duration_s),
+                  {**quick.outcomes, **rest.outcomes}, quick.reported and rest.reported, quick.singles + rest.singles)
+        self.failed_last = run.failing()[0]
+        await self.g.record(old_tree, run)
+        return run
+
+    def _first(self, base: Baseline, tree: str) -> frozenset[str]:
+        """The tests to run first: failing at the base or in the last attempt, and in the test
+        files the attempt changed; none where pytest did not report the base's tests by id, or
+        several test commands run (each would be told the same ids)."""
+        if not self._by_id(base):
+            return frozenset()
+        touched = {p for p in self.trees.changed(tree) if is_test_path(p, self.g.globs)}
+        first = frozenset(t for t, o in base.outcomes.items()
+                          if o == FAILED or t in self.failed_last or t.split("::", 1)[0] in touched)
+        return first if len(first) < len(base.outcomes) else frozenset()
+
+    def _by_id(self, base: Baseline) -> bool:
+        """Whether tests may run by id: pytest reported the base's by id, for one test command."""
+        return self.g.retry.failing_first and base.reported and len(self.g.checks.tests) == 1
+
+    async def _settled(self, base: Baseline, tree: str, quick: Run, first: frozenset[str]
+                       ) -> tuple[Verdict, Judgement] | None:
+        """The verdict, when the tests run first already decide it."""
+        early = self._early(quick, tree, base) or self._leaving(tree)
+        if early is not None:
+            return quick.verdict, early
+        if not quick.reported:
+            return None
+        changed = self.trees.changed(tree)
+        topic = self.about([p for p in changed if is_test_path(p, self.g.globs)])
+        on_first = replace(as_run(base), outcomes={t: o for t, o in base.outcomes.items() if t in first})
+        decided = functools.partial(decide, on_first, final=self.final, proof_needed=False, changed=frozenset(changed))
+        parts, run = decided(quick, quick, topic), quick
+        if not (parts.left or parts.broken):
+            return None
+        if not parts.left:  # only tests that passed at the base: chance, unless they fail again
+            again = await self._ids_again(quick, parts.broken, reruns=1)
+            if again is None:
+                return None
+            parts, run = decided(again, again, topic), again
+        # The tests that did not run count as the base had them, so that progress is scored on
+        # the whole suite as a full run would score it (they are passing tests no part names).
+        unrun = sum(1 for t, o in base.outcomes.items() if o == PASSED and t not in first)
+        verdict, judged = self._judged(replace(parts, kept=parts.kept + unrun), topic, run, run, tree)
+        verdict = verdict.model_copy(update={"tests_passed": (verdict.tests_passed or 0) + unrun})
+        ran = (f"only the {len(first)} test(s) that failed before or that it changed ran (of "
+               f"{len(base.outcomes)}), and they decide it; the others did not run")
+        return verdict, replace(judged, summary=f"{judged.summary} ({ran})",
+                                failure=f"{ran[0].upper()}{ran[1:]}: {words.few(sorted(first), 10)}.\n{judged.failure}")
+
+    async def _ids_again(self, run: Run, ids: tuple[str, ...], *, reruns: int) -> Run | None:
+        """`ids` run again, alone, up to `reruns` times: the run (with the rest of `run`'s
+        outcomes) where one of them failed again, None when they passed every time."""
+        for _ in range(reruns):
+            again = await self.g.run(run.tree, tests_only=True, select=("only", frozenset(ids)))
+            if not again.reported or any(again.outcomes.get(t) != PASSED for t in ids):
+                return Run(run.tree, again.verdict, {**run.outcomes, **again.outcomes},
+                           again.reported and run.reported, again.singles)
+        return None
 
     async def _own(self, base: Baseline, tree: str, side: list[str], old: Run) -> Own:
         """The run of the candidate's own copies of the tests: none to make when it changed no
@@ -197,11 +318,17 @@ class Judge:
             parts = decided(on_base=on_base)
         return parts, topic
 
-    async def _again(self, base: Baseline, tree: str, old: Run, own: Own, side: list[str]) -> Flaky | None:
+    async def _again(self, base: Baseline, tree: str, old: Run, own: Own, side: list[str],
+                     broken: tuple[str, ...]) -> Flaky | None:
         """The old tests' run again, `retry.flakyReruns` times: a failure that never comes back
         is chance, not the attempt (one that comes back even once is not)."""
+        reruns = self.g.retry.flaky_reruns
+        if self._by_id(base):
+            if await self._ids_again(old, broken, reruns=reruns - 1) is not None:  # failed again: not chance
+                return None
+            reruns = 1  # then the whole run once: a failure that needs the others' order is no chance either
         parts, again = None, old
-        for _ in range(self.g.retry.flaky_reruns):
+        for _ in range(reruns):
             again = await self.g.run(old.tree)
             parts, _ = await self._parts(base, tree, again, own if side else Own(again), side)
             if not parts.holds:
