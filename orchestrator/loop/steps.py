@@ -31,7 +31,7 @@ from orchestrator.loop.prompt import LastAttempt, focus_text, start_over
 from orchestrator.loop.reflecting import prompt_for, reflect_on, reflect_on_unapplied
 from orchestrator.loop.secrets_written import secret_written
 from orchestrator.loop.state import SubtaskState, task_text
-from reflection.llm import ModelError
+from reflection.llm import ModelError, preload_litellm
 from reflection.pattern.evaluation import ReflectionEvaluation
 from reflection.pattern.history import ReflectionVersion, select_best
 
@@ -229,6 +229,8 @@ async def judge(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> tuple
     if judged.passed:  # the patch of exactly what would be committed: the files `guard` listed
         a.patch = s.latest_patch = a.patch if a.patch is not None else await s.tree.snapshot(s.changed)
         return verdict, judged
+    if s.p.config.reflections_by_model:  # a reflection is seconds away: litellm's import starts now
+        preload_litellm()
     if s.passing:  # a revision that broke the checks: the passing version stands
         s.record(a, judged.outcome, judged.summary, verdict, executed=executed, judged=judged)
         raise KeepBest(f"the revision failed its checks ({judged.summary})")

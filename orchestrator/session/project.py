@@ -189,7 +189,7 @@ class ProjectSession:
         spending ledgers (see `Wiring.build_loop`).
         """
         meter, started = Meter(), time.monotonic()
-        if self.wiring.may_call_model(task):  # the import takes seconds: start it while the checks run
+        if self.wiring.calls_model_first(task):  # the import takes seconds: start it while the checks run
             preload_litellm()
         loop = self.wiring.build_loop(meter, repo, limits)
         try:

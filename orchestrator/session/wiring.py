@@ -276,6 +276,15 @@ class Wiring:
         """Whether running `task` can make a model call (see `models_in_use`)."""
         return bool(self.models_in_use([task]))
 
+    def calls_model_first(self, task: Task) -> bool:
+        """Whether `task`'s run calls a model before any verdict: the builtin executor, a model's
+        plan, or a model's review of a first pass. A model's reflection waits for a failed verdict,
+        which starts litellm's import then (loop/steps.py), so a run that passes at once never
+        imports it."""
+        c = self.config
+        return (c.executor.kind == "builtin" or bool(c.own_model and self._plans(task))
+                or bool(c.review.enabled and c.review.use_llm and c.review_model))
+
     def resolve_model(self, name: str) -> str:
         """A scripted model's relative script path is relative to the project."""
         prefix = "scripted/"
