@@ -67,3 +67,15 @@ def test_overnight_with_a_command_agent_imports_no_model_client(git_repo, tmp_pa
 
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
     assert len(reflection_lines(repo)) == 1
+
+
+@pytest.mark.slow
+def test_a_first_attempt_that_passes_imports_no_model_client_though_a_model_would_reflect(git_repo, tmp_path):
+    """Model-written reflections wait for a failed verdict: litellm's import starts there."""
+    config = {"testCommands": ["grep -q ok out.txt"], "reflexion": {"useLLM": True},
+              "executor": {"kind": "command", "command": "echo ok > out.txt; test -s {prompt_file}"}}
+    repo = make_project(git_repo, [], config=config)
+
+    assert model_modules("do-one-task", "--dir", str(repo)) == []
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"

@@ -1,0 +1,135 @@
+"""How often the project's suite runs, counted by the project's own conftest.
+
+A real repository whose conftest appends, at the end of every pytest session, how many
+tests that session ran. Its suite has 8 tests, 2 of them failing before the task (the
+task's). A full run is 8; the failing tests first are 2; the rest without them 6.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from projects import do_one_task, events_of, git, make_project, task, tasks_on_disk
+
+CONFTEST = '''import os
+
+
+def pytest_sessionfinish(session):
+    with open(os.environ["SUITE_SESSIONS"], "a") as log:
+        log.write(f"{len(session.items)}\\n")
+'''
+
+MORE_TESTS = "\n\n".join(f"def test_more_{n}():\n    assert {n} == {n}" for n in range(5)) + "\n"
+
+# The agent: a fixed add() from the `good`-th attempt on, a wrong one before it (the
+# attempts are counted in a file beside the repository); `breaks`: mul() broken on the first.
+AGENT = '''import pathlib, sys
+count = pathlib.Path(sys.argv[1])
+n = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(n))
+good, breaks = int(sys.argv[2]), sys.argv[3] == "1"
+add = "a + b" if n >= good else "abs(a) + abs(b)"
+mul = "a + b" if breaks and n == 1 else "a * b"
+pathlib.Path("calc.py").write_text(f"def add(a, b):\\n    return {add}\\n\\n\\ndef mul(a, b):\\n    return {mul}\\n")
+'''
+
+NOTE_AGENT = "import pathlib, uuid; pathlib.Path('NOTES.md').write_text(f'add fixed {uuid.uuid4()}')\n"
+
+
+def suite_project(repo: Path, home: Path, *, good: int = 1, breaks: bool = False, tasks: list | None = None,
+                  retry: dict | None = None) -> Path:
+    (home / "agent.py").write_text(AGENT)
+    command = f"python3 {home / 'agent.py'} {home / 'count'} {good} {int(breaks)} {{prompt_file}}"
+    config = {"executor": {"kind": "command", "command": command}, "reflexion": {"useLLM": False, "maxRetries": 3},
+              "testCommands": ["python3 -m pytest -q -p no:cacheprovider"], "retry": retry or {}}
+    return make_project(repo, [], config=config, tasks=tasks,
+                        files={"conftest.py": CONFTEST, "test_more.py": MORE_TESTS})
+
+
+@pytest.fixture
+def sessions(tmp_path, monkeypatch):
+    log = tmp_path / "sessions.log"
+    monkeypatch.setenv("SUITE_SESSIONS", str(log))
+    return lambda: [int(n) for n in log.read_text().split()] if log.exists() else []
+
+
+@pytest.mark.slow
+def test_a_task_fixed_at_once_runs_the_suite_twice_in_all(git_repo, tmp_path, sessions):
+    repo = suite_project(git_repo, tmp_path)
+
+    assert do_one_task(repo) == 0
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert sessions() == [8, 2, 6]  # the base; then the failing tests first, and the rest without them
+
+
+@pytest.mark.slow
+def test_a_wrong_fix_is_known_from_the_failing_tests_alone(git_repo, tmp_path, sessions):
+    repo = suite_project(git_repo, tmp_path, good=2)
+
+    assert do_one_task(repo) == 0
+
+    assert sessions() == [8, 2, 2, 6]  # attempt 1: the 2 tests still fail, and the other 6 never ran
+    first = events_of(repo, "verdict")[0]
+    assert not first["passed"]
+    assert "only the 2 test(s) that failed before or that it changed ran (of 8)" in first["summary"]
+    assert [e["outcome"] for e in events_of(repo, "verdict")] == ["failed", "passed"]  # as with it off, below
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+
+
+@pytest.mark.slow
+def test_a_broken_test_is_rerun_alone_before_it_is_believed(git_repo, tmp_path, sessions):
+    repo = suite_project(git_repo, tmp_path, good=1, breaks=True)
+
+    assert do_one_task(repo) == 0
+
+    # attempt 1 fixes add and breaks mul: the rest finds it, its rerun alone fails again;
+    # attempt 2 runs it first, with the base's failing tests, then the other 5.
+    assert sessions() == [8, 2, 6, 1, 3, 5]
+    assert [e["outcome"] for e in events_of(repo, "verdict")] == ["failed", "passed"]
+
+
+@pytest.mark.slow
+def test_switched_off_every_attempt_runs_the_whole_suite(git_repo, tmp_path, sessions):
+    repo = suite_project(git_repo, tmp_path, good=2, retry={"failingFirst": False})
+
+    assert do_one_task(repo) == 0
+
+    assert sessions() == [8, 8, 8]
+    assert [e["outcome"] for e in events_of(repo, "verdict")] == ["failed", "passed"]
+
+
+@pytest.mark.slow
+def test_a_second_task_on_the_judged_tree_takes_its_recorded_run(git_repo, tmp_path, sessions):
+    second = task("T-2", "Note the fix", type="chore", description="Write the fix down in NOTES.md.")
+    repo = suite_project(git_repo, tmp_path, tasks=[task(), second])
+
+    assert do_one_task(repo, "--task", "T-1") == 0
+    (tmp_path / "agent.py").write_text(NOTE_AGENT)
+    assert do_one_task(repo, "--task", "T-2") == 0
+
+    assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, True]
+    assert sessions() == [8, 2, 6, 8]  # T-2: no base run, then its own run (no test failed before it)
+    assert tasks_on_disk(repo)["T-2"]["status"] == "closed"
+
+
+@pytest.mark.slow
+def test_a_changed_file_or_a_tracked_record_means_the_suite_runs(git_repo, tmp_path, sessions):
+    notes = [task(n, "Note it", type="chore", description="Write the fix down in NOTES.md.") for n in ("T-2", "T-3")]
+    repo = suite_project(git_repo, tmp_path, tasks=[task(), *notes])
+    assert do_one_task(repo, "--task", "T-1") == 0
+    (tmp_path / "agent.py").write_text(NOTE_AGENT)
+    records = sorted((repo / ".openagents" / "baselines").glob("*.json"))
+    assert records and all(json.loads(r.read_text())["key"]["project"] == str(repo.resolve()) for r in records)
+
+    (repo / "test_more.py").write_text(MORE_TESTS + "\n\ndef test_new():\n    assert True\n")
+    git(repo, "commit", "-qam", "a test more")
+    assert do_one_task(repo, "--task", "T-2") == 0  # a changed file: a new tree, run
+    git(repo, "add", "-f", ".openagents/baselines")
+    git(repo, "commit", "-qm", "records committed by someone")
+    assert do_one_task(repo, "--task", "T-3") == 0  # its record is tracked now: not trusted
+
+    assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, False, False]
+    assert sessions()[3] == 9 and sessions()[-2] == 9
