@@ -133,3 +133,17 @@ def test_a_changed_file_or_a_tracked_record_means_the_suite_runs(git_repo, tmp_p
 
     assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, False, False]
     assert sessions()[3] == 9 and sessions()[-2] == 9
+
+
+@pytest.mark.slow
+def test_overnight_takes_the_tree_the_last_task_was_judged_on(git_repo, tmp_path, sessions):
+    from orchestrator.cli import overnight_main
+
+    notes = [task(n, "Note it", type="chore", description="Write it down in NOTES.md.") for n in ("T-1", "T-2")]
+    repo = suite_project(git_repo, tmp_path, tasks=notes)
+    (tmp_path / "agent.py").write_text(NOTE_AGENT)
+
+    assert overnight_main([str(repo)]) == 0
+
+    assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, True]
+    assert sessions() == [8, 2, 6, 2, 6]  # one base run; each task's own run (the 2 failing at the base first)
