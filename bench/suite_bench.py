@@ -56,7 +56,8 @@ def make_repo(folder: Path, sleep: float, good: int, breaks: bool) -> Path:
     (repo / "conftest.py").write_text(CONFTEST)
     body = ["import time", "from calc import add, mul", "", "def test_add():\n    assert add(2, 3) == 5",
             "def test_add_negative():\n    assert add(-1, -1) == -2"]
-    body += [f"def test_mul_{n}():\n    time.sleep({sleep})\n    assert mul({n}, 2) == {2 * n}" for n in range(TESTS - 2)]
+    body += [f"def test_mul_{n}():\n    time.sleep({sleep})\n    assert mul({n}, 2) == {2 * n}"
+             for n in range(TESTS - 2)]
     (repo / "test_calc.py").write_text("\n\n\n".join(body) + "\n")
     (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")
     (folder / "agent.py").write_text(AGENT)
