@@ -87,6 +87,10 @@ class ReflexionConfig(_ConfigModel):
     # A template file (relative to the project) replacing the reflection question;
     # placeholders in reflection/prompts.py (PLACEHOLDERS), {failure} required.
     prompt_file: str | None = Field(default=None, min_length=1)
+    # One call per retry: the retry's reply begins with the reflection on the last failure,
+    # then the edit (the builtin executor; an agent's retries keep a separate call). False:
+    # a reflection call of its own before each retry.
+    one_call: bool = False
 
 
 EditFormatSetting = Literal["auto", "whole", "search-replace", "diff"]

@@ -199,6 +199,24 @@ async def generate_reflection(
     return _reflection(ctx, draft, source="llm", reply=reply)
 
 
+def reflection_in_reply(ctx: FailureContext, reply: str | None, *, model: str | None,
+                        previous: Sequence[Reflection] = ()) -> Reflection:
+    """The reflection on `ctx` that a retry's reply began with (reflexion.oneCall), classified
+    as a separate call's would be; the heuristic one when the reply has none, or repeats an
+    earlier one. Its tokens are the retry's: no usage of its own."""
+    from reflection.in_reply import reflection_part
+
+    ctx = FailureContext.model_validate(redact_data(ctx.to_dict()))
+    heuristic = classify(ctx)
+    said = reflection_part(reply or "")
+    if said is None:
+        return _reflection(ctx, heuristic, source="heuristic")
+    draft = ReflectionDraft.clamped(heuristic.category, said[0], said[1], [], heuristic.confidence)
+    if _said_before(draft, previous):
+        return _reflection(ctx, heuristic, source="heuristic")
+    return _reflection(ctx, draft, source="llm").model_copy(update={"model": model})
+
+
 def _said_before(draft: ReflectionDraft, previous: Sequence[Reflection]) -> bool:
     def words(text: str) -> str:
         return " ".join(text.lower().split())
