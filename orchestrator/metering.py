@@ -161,6 +161,7 @@ class MeteredModel:
             prefixChars=chars[1],
             replyChars=len(reply.text),
             inputTokens=reply.input_tokens,
+            cachedTokens=reply.cached_tokens,
             outputTokens=reply.output_tokens,
             costUsd=reply.cost_usd,
             costKnown=reply.cost_usd is not None,

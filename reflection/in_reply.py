@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from reflection.generate import extract_json
+from reflection.text import extract_json
 
 # Where the edit begins: a fence, an edit block or a diff header ends the reflection part.
 _EDIT_START = re.compile(r"^(```|~~~|<{5,}|-{3} |\+{3} |@@ )", re.M)

@@ -199,7 +199,8 @@ def _follow_up_block(last: LastAttempt) -> str | None:
     if last.reviewed:
         return (f"## Attempt {n} passed the checks; its review asks for more\n"
                 "Your edit above is in the files and passes. Keep it passing and make the improvements below; "
-                f"change nothing else. If this revision is worse, attempt {n} is kept.\n\n### The review\n{last.failure}")
+                f"change nothing else. If this revision is worse, attempt {n} is kept.\n\n"
+                f"### The review\n{last.failure}")
     return (f"## Attempt {n} failed\n"
             "Your edit above is in the files, and the checks failed. Fix it rather than starting over unless "
             f"it is wrong; sending the same code again cannot pass.\n\n### Why it failed\n```\n{last.failure}\n```")

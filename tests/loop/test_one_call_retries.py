@@ -11,7 +11,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from projects import CALC_FIXED, REFLECTION, WRONG_ADD, do_one_task, events_of, make_project, model_calls, reflection_lines
+from projects import (
+    CALC_FIXED,
+    REFLECTION,
+    WRONG_ADD,
+    do_one_task,
+    events_of,
+    make_project,
+    model_calls,
+    reflection_lines,
+)
 
 REPAIR = """calc.py
 <<<<<<< SEARCH
@@ -104,3 +113,27 @@ def test_the_last_failure_before_an_escalation_still_gets_its_reflection(git_rep
     assert all(a.get("reflectionId") for a in attempts(repo))
     packet = (repo / ".openagents" / "escalations" / "T-1.md").read_text()
     assert packet.count("test_add_negative") >= 1
+
+
+def test_cached_tokens_a_provider_reports_are_shown_and_priced_lower(git_repo: Path, capsys) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": REFLECTED}]
+    pricing = {"inputCostPerToken": 1e-6, "outputCostPerToken": 2e-6, "cachedInputCostPerToken": 1e-7}
+    repo = make_project(git_repo, replies, config=ONE_CALL, script_extra={"pricing": pricing, "promptCache": True})
+
+    assert do_one_task(repo) == 0
+
+    first, retry = execute_calls(repo)
+    assert first["cachedTokens"] == 0 and retry["cachedTokens"] > 0
+    full = retry["inputTokens"] * 1e-6 + retry["outputTokens"] * 2e-6
+    assert retry["costUsd"] < full  # the cached part at a tenth
+    assert f"({first['cachedTokens'] + retry['cachedTokens']} cached)" in capsys.readouterr().out
+
+
+def test_a_provider_that_reports_no_cache_is_priced_in_full_and_says_so(git_repo: Path, capsys) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": REFLECTED}]
+    repo = make_project(git_repo, replies, config=ONE_CALL)
+
+    assert do_one_task(repo) == 0
+
+    assert all(call.get("cachedTokens") is None for call in execute_calls(repo))
+    assert "tokens in (cache not reported)" in capsys.readouterr().out
