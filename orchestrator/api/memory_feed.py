@@ -25,6 +25,7 @@ from reflection.reflect_history import ReflectHistory, UnsafeHistoryPath, Unsync
 
 if TYPE_CHECKING:  # the config and the store are loaded by the first reflection, not at start-up
     from orchestrator.config import ProjectConfig
+    from reflection.redaction_policy import RedactionPolicy
     from reflection.reflect_skill import Reflected
     from reflection.store import ReflectionStore
 
@@ -85,6 +86,16 @@ class MemoryFeed:
         except (OSError, LockTimeout, PostgresUnavailable) as exc:
             return Remembered(None, f"the project's memory store could not be written: {type(exc).__name__}")
         return Remembered(lesson.id, f"kept as a {lesson.outcome} lesson in the project's memory")
+
+    def redaction(self) -> RedactionPolicy | None:
+        """The project's redaction settings (None: its project.json cannot be used, and its
+        memory is left alone: the built-in rules still apply)."""
+        from orchestrator.config import ConfigError
+
+        try:
+            return self._config().redaction.policy()
+        except ConfigError:
+            return None
 
     def _config(self) -> ProjectConfig:
         """project.json as loaded, read and checked again only when the file changed: a

@@ -28,10 +28,11 @@ CLEAN = [
 ]
 
 
-def _reflect(serve: Serve, project: Path, talk: list[dict[str, str]], **settings: object) -> dict:
+def _reflect(serve: Serve, project: Path, talk: list[dict[str, str]], task: str = "Fix add in calc.py",
+             **settings: object) -> dict:
     async def post() -> dict:
         async with serve(**settings) as client:
-            body = reflect_body(project, "session-9", conversation=talk, taskDescription="Fix add in calc.py")
+            body = reflect_body(project, "session-9", conversation=talk, taskDescription=task)
             response = await client.post(REFLECT, json=body)
             assert response.status_code == 200, response.text
             return response.json()
@@ -120,3 +121,21 @@ def test_a_project_json_edited_while_the_server_runs_is_read_again(serve: Serve,
     assert refused["memory"] == {"lessonId": None, "reason": "the project's .openagents/project.json cannot be used, "
                                                              "so its memory was left alone"}
     assert len(_records(repo)) == 1
+
+
+def test_personal_data_of_a_conversation_reaches_neither_the_history_nor_the_lesson(
+        serve: Serve, project: Path) -> None:
+    (project / ".openagents").mkdir(parents=True, exist_ok=True)
+    (project / ".openagents" / "project.json").write_bytes(orjson.dumps(
+        {"redaction": {"ownDomains": ["acme-corp.com"], "keepNames": ["Build Bot"]}}))
+    told = ("Confirmed with Jane Doe; the order paid with 4539899720743225 from DE62370400440532013001 "
+            "failed on vault.acme-corp.com. Thanks Build Bot.")
+    talk = [*STUCK[:-1], {"role": "assistant", "content": f"I could not fix add yet. {told}"}]
+
+    answer = _reflect(serve, project, talk, task=f"Fix add in calc.py. {told}")
+
+    (lesson,) = _records(project)
+    stored = history_file(project).read_text() + orjson.dumps(lesson).decode() + orjson.dumps(answer).decode()
+    for value in ("Jane Doe", "4539899720743225", "DE62370400440532013001", "vault.acme-corp.com"):
+        assert value not in stored, value
+    assert "[REDACTED:internal_host]" in stored and "Thanks Build Bot" in stored
