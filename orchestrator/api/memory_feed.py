@@ -66,6 +66,7 @@ class MemoryFeed:
         from orchestrator.config import ConfigError, memory_store_url
         from reflection.postgres.connection import PostgresUnavailable
         from reflection.reflect_memory import lesson_of
+        from reflection.reflect_skill import MIN_CONFIDENCE
 
         try:
             config = self._config()
@@ -75,6 +76,8 @@ class MemoryFeed:
             return Remembered(None, "the project's .openagents/project.json cannot be used, "
                                     "so its memory was left alone")
         lesson = lesson_of(reflected, success_procedures=memory.success_procedures)
+        if lesson is None and reflected.result.confidence < MIN_CONFIDENCE:
+            return Remembered(None, "nothing to learn: most criteria could not be judged, so the score is not trusted")
         if lesson is None:
             return Remembered(None, "nothing to learn: no improvement to keep, or a pass without a failure on the way")
         try:
