@@ -58,7 +58,8 @@ def project(git_repo: Path, tmp_path: Path) -> Path:
         {"reply": write_file("calc.py", CALC.replace("a - b", "abs(a + b)"))},  # the first attempt fails
         {"reply": write_file("calc.py", FIXED), "times": None},
     ], dir=tmp_path)  # fmt: skip
-    return make_project(git_repo, [], tasks=[task("T-1", "Fix add in calc.py"), task("T-2", "Document add in calc.py", type="chore")],
+    tasks = [task("T-1", "Fix add in calc.py"), task("T-2", "Document add in calc.py", type="chore")]
+    return make_project(git_repo, [], tasks=tasks,
                         config={"defaultModel": model, "reflexion": {"maxRetries": 2, "useLLM": True},
                                 "memory": {"taskReflection": True, "successProcedures": "always"},
                                 "redaction": {"ownDomains": ["acme-corp.com"],

@@ -128,7 +128,8 @@ def test_a_secret_holding_example_is_a_secret_and_only_a_whole_placeholder_is_sp
     assert len(PLANTED) == 40 and learnt == 1 and values.name_of(PLANTED) == AWS_SECRET_NAME
     assert PLANTED not in redact(packet) and "API_TOKEN=dummy-token" in redact(packet)  # by its form alone
     with secrets_known(values):
-        assert redact(packet) == f"## Escalation\nThe test printed [REDACTED:{AWS_SECRET_NAME}] and API_TOKEN=dummy-token\n"
+        masked = redact(packet)
+    assert masked == f"## Escalation\nThe test printed [REDACTED:{AWS_SECRET_NAME}] and API_TOKEN=dummy-token\n"
     assert tokens_in(f"{AWS_SECRET_NAME}={PLANTED}") == {PLANTED: "aws_secret_key"}
     documented = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"  # AWS's own documentation's example
     assert tokens_in(f"{AWS_SECRET_NAME}={documented}") == {}
