@@ -2,19 +2,24 @@
 
 Reads the corpus `bench/redaction_corpus.txt` (vendor secret formats, personal data and
 internal hosts in the places they turn up, and ordinary code, test output and prose; its
-header says how it is written) and runs two redactors over it: `reflection/redact.py` as
+header says how it is written) and runs three redactors over it: `reflection/redact.py` as
 it was at a baseline commit (loaded from `git show REV:reflection/redact.py` into a
-module of its own) and as it is now. For each it prints
+module of its own), as it is now, and as it is now with a project's `redaction.ownDomains`
+set to the corpus's company domains (`--own-domain`, acme-corp.com and acme.com). For each
+it prints
 
 - recall: the share of marked spans of which no 8-character slice survives (half a
-  token is a leaked token), for secrets and for personal data;
-- false positives: the clean texts that do not come back exactly as they were;
+  token is a leaked token), for secrets and for personal data, and for each kind of
+  personal data a label names (`[name]`, `[card]`, `[iban]`, `[national_id]`, `[host]`);
+- false positives: the clean texts that do not come back exactly as they were, and for
+  each kind, the clean texts in which a placeholder of that kind appeared;
 - the time to redact the whole corpus (median of `--runs`), since every check's output
   passes through it;
 
-then what the current redactor still misses or changes.
+then what the current redactor (with the own domains) still misses or changes.
 
     .venv/bin/python bench/redaction_bench.py [--before 05d77ba] [--runs 5] [--corpus PATH]
+        [--own-domain acme-corp.com --own-domain acme.com]
 
 Exit codes: 0 the figures were printed, 2 the corpus or the baseline could not be read.
 """
@@ -31,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,10 +60,17 @@ class Case:
     text: str
     spans: tuple[str, ...]  # what must not survive (empty for clean texts)
 
+    @property
+    def kind(self) -> str:
+        """The kind a label's `[kind]` names; "other" without one."""
+        tagged = _KIND_TAG.match(self.label)
+        return tagged[1] if tagged else "other"
+
 
 # --- reading the corpus ------------------------------------------------------------------
 
 _HEADER = re.compile(r"^=== (secret|personal|clean): (.+)$", re.M)
+_KIND_TAG = re.compile(r"\[(\w+)\] ")
 _GENERATOR = re.compile(r"\{\{([Aa9xX+\-]+):(\d+)\}\}")
 _SPAN = re.compile(r"«(.*?)»", re.S)
 _CLASSES = {"A": string.ascii_uppercase, "a": string.ascii_lowercase, "9": string.digits,
@@ -118,7 +131,7 @@ def redactor_at(rev: str) -> Redactor:
 # --- scoring -------------------------------------------------------------------------------
 
 
-_PLACEHOLDER = re.compile(r"\[REDACTED:\w+\]")
+_PLACEHOLDER = re.compile(r"\[REDACTED:(\w+)\]")
 
 
 def leaked(span: str, out: str) -> bool:
@@ -131,10 +144,11 @@ def leaked(span: str, out: str) -> bool:
 
 @dataclass
 class Score:
-    caught: dict[str, int]
-    total: dict[str, int]
+    caught: Counter[str]  # by group ("secret", "personal") and by personal kind
+    total: Counter[str]
     misses: list[str]
     spoiled: list[str]
+    spoiled_by: Counter[str]  # clean texts in which a placeholder of this kind appeared
     seconds: float
 
     def recall(self, group: str) -> str:
@@ -143,23 +157,25 @@ class Score:
 
 
 def score(redact: Redactor, cases: list[Case], runs: int) -> Score:
-    caught = {"secret": 0, "personal": 0, "clean": 0}
-    total = dict.fromkeys(caught, 0)
-    misses, spoiled = [], []
+    caught: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    misses, spoiled, spoiled_by = [], [], Counter()
     for case in cases:
         out = redact(case.text)
         if case.group == "clean":
             total["clean"] += 1
             if out != case.text:
                 spoiled.append(f"{case.label}: {_first_change(case.text, out)}")
+                spoiled_by.update(set(_PLACEHOLDER.findall(out)) - set(_PLACEHOLDER.findall(case.text)))
             continue
         for span in case.spans:
-            total[case.group] += 1
+            keys = (case.group, f"{case.group}:{case.kind}")
+            total.update(keys)
             if leaked(span, out):
                 misses.append(f"{case.label}: {span[:40]!r} survives in {out.strip()[:100]!r}")
             else:
-                caught[case.group] += 1
-    return Score(caught, total, misses, spoiled, _median_seconds(redact, cases, runs))
+                caught.update(keys)
+    return Score(caught, total, misses, spoiled, spoiled_by, _median_seconds(redact, cases, runs))
 
 
 def _first_change(before: str, after: str) -> str:
@@ -183,20 +199,28 @@ def _median_seconds(redact: Redactor, cases: list[Case], runs: int) -> float:
 # --- the report ----------------------------------------------------------------------------
 
 
-def report(rev: str, before: Score, after: Score, cases: list[Case]) -> None:
+def report(rev: str, scores: dict[str, Score], cases: list[Case]) -> None:
     groups = {g: sum(c.group == g for c in cases) for g in ("secret", "personal", "clean")}
-    print(f"redaction bench: {groups['secret']} secret texts ({before.total['secret']} spans), "
-          f"{groups['personal']} personal ({before.total['personal']} spans), {groups['clean']} clean")
-    print(f"{'':24}{'before (' + rev + ')':>24}{'after':>22}")
-    print(f"{'recall, secrets':24}{before.recall('secret'):>24}{after.recall('secret'):>22}")
-    print(f"{'recall, personal data':24}{before.recall('personal'):>24}{after.recall('personal'):>22}")
-    fp_before, fp_after = (f"{len(s.spoiled)}/{s.total['clean']}" for s in (before, after))
-    print(f"{'false positives':24}{fp_before:>24}{fp_after:>22}")
-    ms_before, ms_after = (f"{s.seconds * 1000:.2f} ms" for s in (before, after))
-    print(f"{'time, whole corpus':24}{ms_before:>24}{ms_after:>22}")
-    for title, lines in (("still missed", after.misses), ("clean texts changed", after.spoiled)):
+    first, last = next(iter(scores.values())), list(scores.values())[-1]
+    print(f"redaction bench: {groups['secret']} secret texts ({first.total['secret']} spans), "
+          f"{groups['personal']} personal ({first.total['personal']} spans), {groups['clean']} clean")
+
+    def row(title: str, cell: Callable[[Score], str]) -> None:
+        print(f"{title:30}" + "".join(f"{cell(score):>24}" for score in scores.values()))
+
+    row("", lambda s: next(name for name, each in scores.items() if each is s))
+    row("recall, secrets", lambda s: s.recall("secret"))
+    row("recall, personal data", lambda s: s.recall("personal"))
+    kinds = sorted({c.kind for c in cases if c.group == "personal"})
+    for kind in kinds:
+        row(f"  {kind}", lambda s, kind=kind: s.recall(f"personal:{kind}"))
+    row("false positives (clean texts)", lambda s: f"{len(s.spoiled)}/{s.total['clean']}")
+    for kind in sorted(set().union(*(s.spoiled_by for s in scores.values()))):
+        row(f"  by a {kind} placeholder", lambda s, kind=kind: f"{s.spoiled_by[kind]}/{s.total['clean']}")
+    row("time, whole corpus", lambda s: f"{s.seconds * 1000:.2f} ms")
+    for title, lines in (("still missed", last.misses), ("clean texts changed", last.spoiled)):
         if lines:
-            print(f"\n{title} (after):")
+            print(f"\n{title} ({next(reversed(scores))}):")
             print("\n".join(f"  {line}" for line in lines))
 
 
@@ -205,9 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", default="05d77ba", help="the baseline commit (default: 05d77ba)")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="the corpus file")
     parser.add_argument("--runs", type=int, default=5, help="timed passes over the corpus (median)")
+    parser.add_argument("--own-domain", action="append", dest="own_domains",
+                        help="a redaction.ownDomains entry for the last column (default: acme-corp.com, acme.com)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from reflection.redact import redact
+    from reflection.redaction_policy import RedactionPolicy, policy_in_force
 
     try:
         cases = read_corpus(args.corpus)
@@ -216,7 +243,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"redaction_bench: {exc}", file=sys.stderr)
         return 2
     runs = max(1, args.runs)
-    report(args.before, score(baseline, cases, runs), score(redact, cases, runs), cases)
+    policy = RedactionPolicy.of(args.own_domains or ("acme-corp.com", "acme.com"))
+
+    def with_own_domains(text: str) -> str:
+        with policy_in_force(policy):
+            return redact(text)
+
+    report(args.before, {f"before ({args.before})": score(baseline, cases, runs),
+                         "after": score(redact, cases, runs),
+                         "after, ownDomains": score(with_own_domains, cases, runs)}, cases)
     return 0
 
 

@@ -43,6 +43,7 @@ from orchestrator.checks.settings import CheckSettings
 from orchestrator.layout import Layout
 from orchestrator.task_archive import ARCHIVE_OVER
 from reflection.postgres.connection import safe_url
+from reflection.redaction_policy import RedactionPolicy
 from reflection.schema import CamelModel
 from reflection.task_prompts import template_problem as task_template_problem
 from reflection.text import template_fields
@@ -87,6 +88,10 @@ class ReflexionConfig(_ConfigModel):
     # A template file (relative to the project) replacing the reflection question;
     # placeholders in reflection/prompts.py (PLACEHOLDERS), {failure} required.
     prompt_file: str | None = Field(default=None, min_length=1)
+    # One call per retry: the retry's reply begins with the reflection on the last failure,
+    # then the edit (the builtin executor; an agent's retries keep a separate call). False:
+    # a reflection call of its own before each retry.
+    one_call: bool = False
 
 
 EditFormatSetting = Literal["auto", "whole", "search-replace", "diff"]
@@ -440,6 +445,43 @@ class MemoryConfig(_ConfigModel):
         return template
 
 
+class RedactionConfig(_ConfigModel):
+    """What redaction must know of this project (reflection/redaction_policy.py): applied to
+    everything goldenloop writes or sends, the memory's records, pages and lessons, task
+    notes and prompts among them."""
+
+    # Domains of the company's own hosts: every host under one is masked as internal.
+    own_domains: list[str] = Field(default_factory=list)
+    # kind -> regular expression of identifiers of your own; a match (its group "secret",
+    # if it names one) becomes [REDACTED:<kind>].
+    extra_patterns: dict[str, str] = Field(default_factory=dict)
+    # Names of people (or bots) that may stand where a name would be masked.
+    keep_names: list[str] = Field(default_factory=list)
+
+    @field_validator("own_domains")
+    @classmethod
+    def _domains(cls, domains: list[str]) -> list[str]:
+        from reflection.redaction_policy import domain_problem
+
+        for domain in domains:
+            if problem := domain_problem(domain):
+                raise ValueError(problem)
+        return domains
+
+    @field_validator("extra_patterns")
+    @classmethod
+    def _patterns(cls, patterns: dict[str, str]) -> dict[str, str]:
+        from reflection.redaction_policy import pattern_problem
+
+        for kind, pattern in patterns.items():
+            if problem := pattern_problem(kind, pattern):
+                raise ValueError(problem)
+        return patterns
+
+    def policy(self) -> RedactionPolicy:
+        return RedactionPolicy.of(self.own_domains, self.extra_patterns, self.keep_names)
+
+
 class WorktreeConfig(_ConfigModel):
     """What a parallel worker's worktree gets that git does not carry: globs relative to the
     repository, of untracked or ignored paths. Linked ones are shared with your checkout
@@ -493,6 +535,7 @@ class ProjectConfig(_ConfigModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     worktree: WorktreeConfig = Field(default_factory=WorktreeConfig)
+    redaction: RedactionConfig = Field(default_factory=RedactionConfig)
     parallel_execution: int = Field(default=1, ge=1)  # overnight workers
     # On escalation: put the subtask's base tree back, or leave the last attempt's edits.
     failure_cleanup: Literal["restore", "keep"] = "restore"

@@ -14,6 +14,8 @@ an interrupted call gives back what it held.
 
 from __future__ import annotations
 
+import os
+from collections import deque
 from collections.abc import Sequence
 
 import anyio
@@ -36,6 +38,23 @@ def prompt_tokens(messages: list[dict[str, str]]) -> int:
     return sum(estimate_tokens(m.get("content") or "") + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
 
+PROMPTS_KEPT = 32  # recent prompts a new one is compared with for the prefix it repeats
+
+
+def shared_prefix(messages: list[dict[str, str]], earlier: list[dict[str, str]]) -> int:
+    """Characters of `messages` that begin `earlier` as well: the whole messages they share
+    in order (same role, same text), then the common start of the first that differs."""
+    shared = 0
+    for mine, theirs in zip(messages, earlier, strict=False):
+        a, b = mine.get("content") or "", theirs.get("content") or ""
+        if mine.get("role") != theirs.get("role"):
+            break
+        if a != b:
+            return shared + len(os.path.commonprefix([a, b]))
+        shared += len(a)
+    return shared
+
+
 class MeteredModel:
     """A ChatModel that logs, meters and (with limits) pays in advance for every call made through it."""
 
@@ -56,6 +75,9 @@ class MeteredModel:
         self.purpose = purpose
         self.limits = [limit for limit in limits if limit.limited]
         self.max_output = max_output  # maxOutputTokens: asked of every call that sets none
+        # What a prompt cache could serve of each call: its start that an earlier one sent
+        # too (model_call's prefixChars), whatever the provider reports of its own cache.
+        self.sent: deque[list[dict[str, str]]] = deque(maxlen=PROMPTS_KEPT)
 
     async def ready(self) -> None:
         await model_ready(self.inner)
@@ -87,8 +109,10 @@ class MeteredModel:
                     )
                     raise BudgetExceeded(reason)
                 held.append(limit)
+        prefix = max((shared_prefix(messages, earlier) for earlier in self.sent), default=0)
+        self.sent.append([dict(m) for m in messages])
         try:
-            return await self._call(messages, prompt_chars, timeout, max_tokens, temperature)
+            return await self._call(messages, (prompt_chars, prefix), timeout, max_tokens, temperature)
         finally:
             for limit in held:  # the real cost is in the meters by now
                 assert bound is not None
@@ -108,7 +132,7 @@ class MeteredModel:
     async def _call(
         self,
         messages: list[dict[str, str]],
-        prompt_chars: int,
+        chars: tuple[int, int],
         timeout: float | None,
         max_tokens: int | None,
         temperature: float | None,
@@ -133,9 +157,11 @@ class MeteredModel:
             "model_call",
             purpose=self.purpose,
             model=reply.model,
-            promptChars=prompt_chars,
+            promptChars=chars[0],
+            prefixChars=chars[1],
             replyChars=len(reply.text),
             inputTokens=reply.input_tokens,
+            cachedTokens=reply.cached_tokens,
             outputTokens=reply.output_tokens,
             costUsd=reply.cost_usd,
             costKnown=reply.cost_usd is not None,

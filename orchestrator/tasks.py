@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import Field, ValidationError, field_serializer, model_validator
+from pydantic import Field, StrictBool, ValidationError, field_serializer, model_validator
 
 from orchestrator.layout import Layout
 from orchestrator.task_archive import ArchivedTasks
@@ -78,6 +78,8 @@ class Task(CamelModel, extra="allow"):
     close_reason: str | None = None
     commits: list[str] = Field(default_factory=list)
     acceptance_criteria: str | list[str] | None = None
+    # Task reflection for this task: true or false wins over memory.taskReflection; None: the project's.
+    reflect: StrictBool | None = None
 
     @property
     def verification_only(self) -> bool:
@@ -487,6 +489,8 @@ def _first_problem(exc: ValidationError) -> str:
         low, high = PRIORITIES[0], PRIORITIES[-1]
         got = orjson.dumps(error["input"], default=repr).decode()
         return f"priority must be a whole number from {low} (most urgent) to {high} (got {got})"
+    if tuple(error["loc"]) == ("reflect",):  # pydantic would say "a valid boolean"
+        return f"reflect must be true or false (got {orjson.dumps(error['input'], default=repr).decode()})"
     where = ".".join(str(part) for part in error["loc"]) or "line"
     return f"{where}: {error['msg']}"
 

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
-import orjson
 
 from reflection.classify import classify
 from reflection.llm import ChatModel, ChatReply, model_ready
@@ -24,12 +23,10 @@ from reflection.schema import (
     ReflectionDraft,
     Usage,
 )
-from reflection.text import reason_of
+from reflection.text import extract_json, reason_of
 
 log = logging.getLogger("goldenloop.generate")
 
-SCAN_LIMIT = 100_000  # a reply longer than this is not a reflection; scan its head only
-MAX_CANDIDATES = 20  # '{' positions tried before giving up on a prose-heavy reply
 
 # Words models use for our categories, mapped to the contract's values.
 CATEGORY_SYNONYMS: dict[str, FailureCategory] = {
@@ -53,53 +50,6 @@ CATEGORY_SYNONYMS: dict[str, FailureCategory] = {
     "flaky": FailureCategory.VERIFICATION,
     "timeout": FailureCategory.VERIFICATION,
 }
-
-
-def extract_json(text: str) -> dict[str, Any] | None:
-    """The first JSON object in `text`, even inside prose or code fences; None if none."""
-    text = text[:SCAN_LIMIT]
-    try:  # a reply that is JSON as a whole must be an object, not a list of them
-        whole = orjson.loads(text)
-        return whole if isinstance(whole, dict) else None
-    except orjson.JSONDecodeError:
-        pass
-    start = text.find("{")
-    for _ in range(MAX_CANDIDATES):
-        if start < 0:
-            return None
-        end = _matching_brace(text, start)
-        if end is not None:
-            try:
-                value = orjson.loads(text[start : end + 1])
-            except orjson.JSONDecodeError:
-                value = None
-            if isinstance(value, dict):
-                return value
-        start = text.find("{", start + 1)
-    return None
-
-
-def _matching_brace(text: str, start: int) -> int | None:
-    """Index of the brace closing the one at `start`, honouring JSON strings."""
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
 
 
 def draft_from_reply(obj: dict[str, Any]) -> ReflectionDraft:
@@ -197,6 +147,24 @@ async def generate_reflection(
         log.info("reflection by %s repeats an earlier one; using the heuristic", model.name)
         return _reflection(ctx, classify(ctx), source="heuristic", reply=reply)
     return _reflection(ctx, draft, source="llm", reply=reply)
+
+
+def reflection_in_reply(ctx: FailureContext, reply: str | None, *, model: str | None,
+                        previous: Sequence[Reflection] = ()) -> Reflection:
+    """The reflection on `ctx` that a retry's reply began with (reflexion.oneCall), classified
+    as a separate call's would be; the heuristic one when the reply has none, or repeats an
+    earlier one. Its tokens are the retry's: no usage of its own."""
+    from reflection.in_reply import reflection_part
+
+    ctx = FailureContext.model_validate(redact_data(ctx.to_dict()))
+    heuristic = classify(ctx)
+    said = reflection_part(reply or "")
+    if said is None:
+        return _reflection(ctx, heuristic, source="heuristic")
+    draft = ReflectionDraft.clamped(heuristic.category, said[0], said[1], [], heuristic.confidence)
+    if _said_before(draft, previous):
+        return _reflection(ctx, heuristic, source="heuristic")
+    return _reflection(ctx, draft, source="llm").model_copy(update={"model": model})
 
 
 def _said_before(draft: ReflectionDraft, previous: Sequence[Reflection]) -> bool:

@@ -83,6 +83,9 @@ class ChatReply:
     latency_s: float  # what the caller waited, retries and backoff included
     # Why the model stopped: "stop", "length" (cut at the output limit), ...; None: not said.
     finish_reason: str | None = None
+    # Input tokens the provider's prompt cache served (priced lower, in cost_usd already);
+    # None: the provider did not say.
+    cached_tokens: int | None = None
 
 
 class ModelError(Exception):
@@ -411,6 +414,7 @@ class LiteLLMModel:
             cost_usd=self._cost(litellm, response),
             latency_s=latency_s,
             finish_reason=(getattr(choices[0], "finish_reason", None) if choices else None) or None,
+            cached_tokens=cached_tokens(usage),
         )
 
     def _cost(self, litellm: ModuleType, response: ModelResponse) -> float | None:
@@ -433,6 +437,17 @@ class LiteLLMModel:
                 self.on_call(reply)
             except Exception:  # a broken run-log hook must not lose a paid-for reply
                 logger.exception("on_call hook failed for model %s", self.name)
+
+
+def cached_tokens(usage: Any) -> int | None:
+    """The input tokens a provider's prompt cache served, as litellm passes them on: OpenAI's
+    and OpenAI-compatible servers' `prompt_tokens_details.cached_tokens`, Anthropic's
+    `cache_read_input_tokens`; None when the usage says neither."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    for value in (getattr(details, "cached_tokens", None), getattr(usage, "cache_read_input_tokens", None)):
+        if isinstance(value, int) and value >= 0:
+            return value
+    return None
 
 
 def missing_api_key(model: str, *, api_base: str | None = None, api_key_env: str | None = None) -> str | None:

@@ -18,6 +18,7 @@ class Billed(Protocol):
     input_tokens: int | None
     output_tokens: int | None
     cost_usd: float | None
+    cached_tokens: int | None  # None: the provider did not say
 
 
 # A run's meter is shared by workers that may run on threads of their own: a sum must
@@ -39,15 +40,23 @@ class Meter:
     agent_runs: int = 0
     requests: int = 0
     unreported_runs: int = 0
+    # Input tokens a prompt cache served (priced lower by the provider), over the calls
+    # whose provider reported its cache; the other calls were priced at the full rate.
+    cached_tokens: int = 0
+    cache_reported: int = 0
 
     def add(self, reply: Billed) -> None:
-        self.add_call(reply.input_tokens, reply.output_tokens, reply.cost_usd)
+        self.add_call(reply.input_tokens, reply.output_tokens, reply.cost_usd, cached=reply.cached_tokens)
 
     def add_call(self, input_tokens: int | None, output_tokens: int | None, cost_usd: float | None, *,
-                 agent: bool = False, requests: int | None = None) -> None:
-        """One model call of goldenloop's own; with `agent`, one agent run of `requests`."""
+                 agent: bool = False, requests: int | None = None, cached: int | None = None) -> None:
+        """One model call of goldenloop's own; with `agent`, one agent run of `requests`;
+        `cached`: the input tokens its prompt cache served, if the provider said."""
         with _ADDING:
             self._add_call(input_tokens, output_tokens, cost_usd)
+            if cached is not None:
+                self.cached_tokens += cached
+                self.cache_reported += 1
             if not agent:
                 self.requests += 1
                 return
@@ -94,6 +103,16 @@ class Meter:
                 f"{theirs} model request(s) in the {told} that said" if told else "model requests not reported")
         return f"{self.agent_runs} agent run(s) ({said}), {own} model call(s) of goldenloop's own"
 
+    def tokens_text(self) -> str:
+        """"1284 tokens in (900 cached), 88 out": the cached part only where a provider said it."""
+        if self.cache_reported:
+            cached = f"{self.cached_tokens} cached" + ("" if self.cache_reported >= self.requests else
+                                                       f" in the {self.cache_reported} call(s) that said")
+        else:
+            cached = "cache not reported"
+        inside = f" ({cached})" if self.calls else ""
+        return f"{self.input_tokens} tokens in{inside}, {self.output_tokens} out"
+
     def cost_text(self) -> str:
         if self.calls == 0:
             return "$0"
@@ -107,11 +126,13 @@ class Meter:
             "inputTokens": self.input_tokens,
             "outputTokens": self.output_tokens,
             "costUsd": _no_noise(self.cost_usd) if self.calls else 0.0,
+            **({"cachedTokens": self.cached_tokens} if self.cache_reported else {}),
             **runs,
         }
 
 
-_COUNTS = ("calls", "input_tokens", "output_tokens", "errors", "agent_runs", "requests", "unreported_runs")
+_COUNTS = ("calls", "input_tokens", "output_tokens", "errors", "agent_runs", "requests", "unreported_runs",
+           "cached_tokens", "cache_reported")
 
 
 def _no_noise(cost: float | None) -> float | None:

@@ -56,6 +56,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reflection.personal_numbers import card_number, iban, national_id
+from reflection.prose_names import name_words
+from reflection.redaction_policy import current_policy
 from reflection.secret_values import known_secrets, placeholder, trie_pattern
 
 __all__ = ["KINDS", "TOKEN_KINDS", "looks_like_credential", "placeholder", "redact", "redact_data", "secret_name",
@@ -129,11 +132,23 @@ _PLACEHOLDER_VALUE = re.compile(
     | ^(.)\1*$                 # one character repeated: xxxxxxxx, ********
     | x{4} | \*{3} | \.{3}     # masked or elided
     | your | (?:^|[-_.])here$
-    | change[-_]?me | replace[-_]?me | placeholder | example | dummy | redacted
+    | change[-_]?me | replace[-_]?me | placeholder | redacted
     | ^(?:none|null|nil|true|false|undefined)$
     """,
     re.IGNORECASE | re.VERBOSE,
 )
+# A value made only of these words is a placeholder (`example-key`, `dummy_token`,
+# `YOUR_API_KEY_HERE`); "example" or "dummy" inside a longer value is not enough: a real
+# key may hold them (`...EXAMPLEKEY9`), and a planted one would pass for a sample.
+_PLACEHOLDER_WORDS = frozenset(
+    {"example", "examples", "dummy", "sample", "fake", "demo", "test", "testing", "placeholder", "your", "my",
+     "our", "the", "a", "some", "not", "real", "key", "keys", "api", "token", "secret", "password", "pass",
+     "value", "here", "goes", "insert", "put", "replace", "change", "me", "foo", "bar", "baz", "access", "id",
+     "client", "app", "private", "public", "sk", "pk", "xxx"}
+)  # fmt: skip
+_PLACEHOLDER_STRONG = frozenset({"example", "examples", "dummy", "sample", "fake", "demo", "placeholder"})
+# The example credentials of vendors' documentation: whole values anyone may print.
+_DOCUMENTED_EXAMPLES = frozenset({"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"})
 _ENV_REFERENCE = re.compile(r"[A-Z]+(?:_[A-Z0-9]+)+")  # "OPENAI_API_KEY" names a variable
 _PATH = re.compile(r"(?:~|\.\.?)?/(?:[\w.@-]+/)*[\w.@-]*|[A-Za-z]:\\[^\s]*")
 # `--ssh-key deploy_key.pub`, `PRIVATE_KEY=server.pem`: where the secret is, not the secret.
@@ -146,7 +161,10 @@ _DIGIT_OR_SYMBOL = re.compile(r"[^A-Za-z_.\-]")
 
 
 def _is_placeholder(value: str) -> bool:
-    return bool(_PLACEHOLDER_VALUE.search(value) or _ENV_REFERENCE.fullmatch(value))
+    if _PLACEHOLDER_VALUE.search(value) or _ENV_REFERENCE.fullmatch(value) or value in _DOCUMENTED_EXAMPLES:
+        return True
+    words = {word.lower() for word in _WORD.findall(value)}
+    return bool(words & _PLACEHOLDER_STRONG) and words <= _PLACEHOLDER_WORDS and not re.search(r"[^\w.-]", value)
 
 
 def _entropy(text: str) -> float:
@@ -441,6 +459,15 @@ def _replace_unquoted_or_quoted(kind: str) -> Replacer:
     return replace
 
 
+def _checked(kind: str, check: Callable[[str], bool]) -> Replacer:
+    """The whole match, when `check` says it is one."""
+
+    def replace(match: re.Match[str]) -> str:
+        return placeholder(kind) if check(match[0]) else match[0]
+
+    return replace
+
+
 def _replace_phone(match: re.Match[str]) -> str:
     digits = sum(ch.isdigit() for ch in match[0])
     return placeholder("phone") if 8 <= digits <= 15 else match[0]
@@ -459,10 +486,20 @@ _HOST_SUFFIXES = ("com", "net", "org", "io", "dev", "app", "ai", "cloud", "co", 
 _LABEL_NUMBER = re.compile(r"-?\d+$")  # build-01, ci2
 
 
+# Environments a numbered machine lives in: `db01.prod.acme-corp.com` (not `api.dev.<vendor>.com`).
+_ENVIRONMENT_LABELS = frozenset({"prod", "production", "staging", "stage", "stg", "dev", "qa", "uat", "test"})
+_MACHINE = re.compile(r"[a-z]+-?\d+[a-z]?")  # db01, web-3, node12a
+
+
 def _replace_labelled_host(match: re.Match[str]) -> str:
-    """A host with an internal label between its first and its domain (`build-01.ci.acme-corp.com`)."""
+    """A host inside a company's domain by its labels: an internal one before the domain
+    (`build-01.ci.acme-corp.com`, `jenkins.acme-corp.com`, `intranet.acme.com`), or a
+    numbered machine in an environment (`db01.prod.acme-corp.com`)."""
     labels = match[0].lower().split(".")
-    if not any(_LABEL_NUMBER.sub("", label) in _INTERNAL_LABELS for label in labels[1:-2]):
+    inside = labels[:-2]
+    internal = any(_LABEL_NUMBER.sub("", label) in _INTERNAL_LABELS for label in inside)
+    machine = len(inside) >= 2 and _MACHINE.fullmatch(inside[0]) and _ENVIRONMENT_LABELS & set(inside[1:])
+    if not (internal or machine):
         return match[0]
     return _replace_internal_host(match)
 
@@ -475,7 +512,22 @@ _B = r"(?<![\w-])"  # a token starts here: not inside a word or a dashed name
 def _rule(
     kind: str, pattern: str, triggers: tuple[str, ...], replace: Replacer | None = None, needs: str | None = None
 ) -> _Rule:
-    return _Rule(kind, pattern, triggers, replace or _replace_secret_group(kind), needs)
+    replace = replace or _replace_secret_group(kind)
+    return _Rule(kind, pattern, triggers, _keeping_names(replace) if kind == "name" else replace, needs)
+
+
+def _keeping_names(replace: Replacer) -> Replacer:
+    """`replace`, leaving a name the project's `redaction.keepNames` lets stand."""
+
+    def keeping(match: re.Match[str]) -> str:
+        new = replace(match)
+        policy = current_policy()
+        if policy is None or not policy.keep_names or new == match[0]:
+            return new
+        before, _, after = new.partition(placeholder("name"))
+        return match[0] if policy.keeps(match[0][len(before) : len(match[0]) - len(after)]) else new
+
+    return keeping
 
 
 def _replace_token(kind: str) -> Replacer:
@@ -523,6 +575,45 @@ _PREFIXED_TOKENS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("jfrog_token", r"(?:AKCp[A-Za-z0-9]{60,}+|cmVmdGtu[A-Za-z0-9+/]{40,}+=*+)", ("akcp", "cmvmdgtu")),
 )  # fmt: skip
 
+# Names in prose (reflection/prose_names.py): capitalised words where a person stands.
+_NAMES = rf"{_NAME_WORD}(?![\w'’-])(?:[ \t]+(?:{_NAME_LINK}|{_NAME_WORD}(?![\w'’-]))){{0,3}}"
+_NAME_END = r"(?![\w(\[]|\.\w)"  # not a call, an index or an attribute: `with Session(engine)`
+
+
+def _replace_prose_name(least: int) -> Replacer:
+    """The leading words of group "secret" that make a name (at least `least` of them)."""
+
+    def replace(match: re.Match[str]) -> str:
+        words = match["secret"].split()
+        count = name_words(words, least=least)
+        if not count:
+            return match[0]
+        head = match.start("secret") - match.start()
+        end = head + [word.end() for word in re.finditer(r"\S+", match["secret"])][count - 1]
+        return match[0][:head] + placeholder("name") + match[0][end:]
+
+    return replace
+
+
+_PROSE_PEOPLE: tuple[_Rule, ...] = (
+    # "Confirmed with Jane Doe", "a patch from Priya Natarajan", "reported by Tom Baker".
+    _rule("name", r"(?<![\w.'’-])(?i:with|from|by|cc|ping|asked|ask|per|contacted|contact|told|emailed|messaged"
+          r"|(?:spoke|talked|according|assigned|sent|forwarded|escalated)[ \t]+to)[ \t]+(?P<secret>" + _NAMES + ")"
+          + _NAME_END, ("with ", "from ", "by ", "cc ", "ping ", "ask", "per ", "contact", "told ", "emailed ",
+                        "messaged ", " to "), _replace_prose_name(2), needs=r"[ \t][A-Z][a-z]+[ \t]+[A-Z]"),
+    # "thanks Jane", "Hi Jane,", "Dear Jane Doe": a greeting or a thank-you takes one name.
+    _rule("name", r"(?<![\w.'’-])(?i:thanks(?:[ \t]+to)?|thank[ \t]+you|thx|hi|hello|hey|dear|cheers)[ \t,]+"
+          r"(?P<secret>" + _NAMES + ")" + _NAME_END, ("thank", "thx", "hi ", "hello", "hey", "dear", "cheers"),
+          _replace_prose_name(1)),
+    # A sign-off, then the name alone on the next line: "Regards,\nJane Doe".
+    _rule("name", r"(?im:^[ \t>]*(?:(?:best|kind|warm)?[ \t]*regards|best|cheers|thanks|thank[ \t]+you|sincerely"
+          r"|yours(?:[ \t]+truly)?|--|—|–)[ \t]*[,.!]?[ \t]*\r?\n[ \t>]*)(?P<secret>" + _NAMES + r")[ \t]*(?=\r?\n|$)",
+          ("regards", "best", "cheers", "thank", "sincerely", "yours", "--", "—", "–"), _replace_prose_name(1)),
+    # A signature line: "-- Emma Johansson".
+    _rule("name", r"(?m:^[ \t>]*(?:--|—|–)[ \t]*)(?P<secret>" + _NAMES + r")[ \t]*(?=\r?\n|$)", ("--", "—", "–"),
+          _replace_prose_name(2)),
+)  # fmt: skip
+
 # Where a person is named (see "people and machines"), most specific first.
 _PEOPLE: tuple[_Rule, ...] = (
     _rule("name", _PERSON_LABEL + r"(?P<secret>[^\s<>\[][^\n<>]{0,78}?)" + _AT_ADDRESS,
@@ -549,6 +640,10 @@ _PEOPLE: tuple[_Rule, ...] = (
           ("git_author_name", "git_committer_name"), _replace_unquoted_or_quoted("name")),
     _rule("name", r"\((?P<secret>[^()\n\d\[\s][^()\n\d]{0,59}?)[ \t]+\d{4}-\d\d-\d\d[ \t]+\d\d:\d\d:\d\d"
           r"[ \t]+[+-]\d{4}[ \t]+\d+\)", (":",)),
+    # A trailer names a person (or a bot) whether or not an address follows.
+    _rule("name", r"(?im:^[ \t>#*/-]*(?:co-authored|signed-off|reviewed|acked|tested|reported|suggested|helped"
+          r"|requested|approved)-by[ \t]*:[ \t]*)(?P<secret>[^\s<>\[][^\n<>]{0,78}?)[ \t]*(?=\n|$)", ("-by",)),
+    *_PROSE_PEOPLE,
 )  # fmt: skip
 
 # A secret word, a few words about it, a verb or colon, then the value: "the database
@@ -793,6 +888,19 @@ _RULES: tuple[_Rule, ...] = (
         ("@",),
         _replace_email,
     ),
+    # Numbers that identify a person, each checked (reflection/personal_numbers.py): a
+    # number of the same form that fails the check is a build number or an id.
+    _rule("card", r"(?<![\w.+/-])(?:\d{4}(?:[ -]\d{4}){2}[ -]\d{1,7}|\d{4}[ -]\d{6}[ -]\d{4,5}|\d{13,19})"
+          r"(?![\w/]|[.,:-]\d)", (), _checked("card", card_number), needs=r"\d{4}[ -]?\d{4,6}[ -]?\d{4}"),
+    _rule("iban", r"(?<!\w)[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}+(?: ?[A-Z0-9]{1,3})?(?!\w)", (),
+          _checked("iban", iban), needs=r"[A-Z]{2}\d\d ?[A-Z0-9]{4} ?[A-Z0-9]{4}"),
+    _rule("national_id", r"(?<![\w.+/-])\d{3}-\d{2}-\d{4}(?![\w/]|[-.]\d)", (), _checked("national_id", national_id),
+          needs=r"\d{3}-\d\d-\d{4}"),
+    _rule("national_id", r"(?<!\w)(?:[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]"
+          r"|(?:\d{8}|[XYZ]\d{7})-?[A-Z]|[A-Z]{6}\d{2}[A-EHLMPR-T]\d{2}[A-Z]\d{3}[A-Z]"
+          r"|[12] ?\d{2} ?(?:0[1-9]|1[0-2]) ?\d{2} ?\d{3} ?\d{3} ?\d{2})(?!\w)", (),
+          _checked("national_id", national_id),
+          needs=r"\d\d ?\d\d ?\d\d ?[A-D]\b|\d{7}-?[A-Z]\b|[A-Z]{6}\d\d|\d{3} ?\d{3} ?\d\d\b"),
     _rule(
         "private_ip",
         r"(?<![\w.])(?:10(?:\.\d{1,3}){3}|172\.(?:1[6-9]|2\d|3[01])(?:\.\d{1,3}){2}"
@@ -810,11 +918,15 @@ _RULES: tuple[_Rule, ...] = (
     _rule(
         "internal_host",
         # After "@" too: the e-mail rule has taken the addresses, so what is left is a URL's host.
-        r"(?<![\w.-])(?:[A-Za-z0-9][A-Za-z0-9-]*+\.){3,}+(?i:" + "|".join(_HOST_SUFFIXES) + r")"
+        r"(?<![\w.-])(?:[A-Za-z0-9][A-Za-z0-9-]*+\.){2,}+(?i:" + "|".join(_HOST_SUFFIXES) + r")"
         r"(?![\w-]|\.[A-Za-z0-9])",
-        tuple(f".{label}" for label in _INTERNAL_LABELS),  # rarer than ".com"
+        # rarer than ".com": the labels, and the environments' after a number
+        (*(f"{label}." for label in _INTERNAL_LABELS), *(f".{label}." for label in _ENVIRONMENT_LABELS)),
         _replace_labelled_host,
     ),
+    # Private IPv6: unique local (fc00::/7) and link-local (fe80::/10) addresses.
+    _rule("private_ip", r"(?<![\w:.])(?i:f[cd][0-9a-f]{2}|fe[89ab][0-9a-f])(?::[0-9A-Fa-f]{0,4}){2,7}+(?![\w:])",
+          (), needs=r"(?i)f[cde][0-9a-f]{2}:"),
     # +44 20 7946 0958, +14155550123, (415) 555-0142, 415-555-0199, 415.555.0175
     _rule(
         "phone",
@@ -884,7 +996,17 @@ def _apply_rules(text: str, found: dict[str, str]) -> str:
         wanted |= _RULES_FOR[word]
     for n in sorted(wanted):
         text = _RULES[n].apply(text, found)
+    policy = current_policy()
+    if policy is not None:
+        if policy.own_domains:
+            text = _HOST.sub(lambda host: placeholder("internal_host") if policy.owns(host[0]) else host[0], text)
+        for kind, pattern in policy.extra:
+            text = pattern.sub(_replace_secret_group(kind), text)
     return text
+
+
+# Any dotted name, for the project's own domains (`redaction.ownDomains`) to claim.
+_HOST = re.compile(r"(?<![\w.-])[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)++(?![\w-]|\.[A-Za-z0-9])")
 
 
 def redact_data(obj: Any) -> Any:

@@ -218,8 +218,11 @@ _ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("failing tests", re.compile(r"\bFAILED\b|\b[1-9]\d* failed\b|\bFAIL\b|\btests? failed\b", re.IGNORECASE)),
     ("type errors", re.compile(r"\berror TS\d+|\berror: Incompatible types|\btypecheck failed", re.IGNORECASE)),
     ("build errors", re.compile(r"\bnpm ERR!|\bcompilation failed|\berror\[E\d+\]|\bbuild failed", re.IGNORECASE)),
+    ("non-zero exit", re.compile(r"\bexit(?:ed with)?(?: code| status)?[ :=]+[1-9]\d*\b|\breturned non-zero exit",
+                                 re.IGNORECASE)),
 )
 _NAMED_ERROR = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b|(?<![\w-])(Error):")
+_RAISED_ERROR = re.compile(r"(?m)^[ \t>E]*(?:[\w.]+\.)?([A-Z]\w*(?:Error|Exception)):|^[ \t]*(Error):")
 _TEST_RUN = re.compile(
     r"\b(?:pytest|unittest|npm (?:run )?test|yarn test|pnpm test|go test|cargo test|jest|vitest|mocha"
     r"|test session starts|\d+ (?:passed|failed)|Ran \d+ tests?)\b",
@@ -282,7 +285,7 @@ def facts_of(conversation: Sequence[Turn]) -> ConversationFacts:
     for index, message in enumerate(worked):
         text = message.content
         lowered = text.lower()
-        found = _error_patterns(text, lowered)
+        found = _error_patterns(text, lowered, output=message.role == "tool")
         errors.extend(found)
         last_error = index if found else last_error
         if not found and (_passing(text, lowered) or _claims_done(message)):
@@ -309,12 +312,15 @@ def _claims_done(message: Turn) -> bool:
     return message.role == "assistant" and bool(_DONE.search(message.content)) and not _NOT_DONE.search(message.content)
 
 
-def _error_patterns(text: str, lowered: str) -> list[str]:
+def _error_patterns(text: str, lowered: str, *, output: bool = True) -> list[str]:
     """The error kinds in one message (`lowered`: the same lower-cased): families
-    (tracebacks, failing tests) and named errors."""
-    if not _holds(lowered, _ERROR_WORDS):
+    (tracebacks, failing tests, a non-zero exit) and named errors. In a tool's result
+    (`output`) an error's name is one that happened; in the assistant's words it is one
+    only where it stands as output does (`ValueError: ...` at a line's start): "retries
+    on ConnectionError" names an exception, it does not report one."""
+    if not _holds(lowered, _ERROR_WORDS) and "exit" not in lowered:
         return []
-    found = [kind for kind, pattern in _ERRORS if pattern.search(text)]
-    named = unique(a or b for a, b in _NAMED_ERROR.findall(text))
+    found = [kind for kind, pattern in _ERRORS if (output or kind != "non-zero exit") and pattern.search(text)]
+    named = unique(a or b for a, b in (_NAMED_ERROR if output else _RAISED_ERROR).findall(text))
     # A bare "Error:" says less than the named error beside it.
     return found + [n for n in named if n != "Error" or len(named) == 1]

@@ -24,7 +24,7 @@ they are short and cheap to check once more.
 from __future__ import annotations
 
 from reflection.outcome import OutcomeReflection, SuccessProcedures
-from reflection.reflect_skill import Reflected
+from reflection.reflect_skill import MIN_CONFIDENCE, Reflected
 from reflection.schema import ITEM_CHARS, TEXT_CHARS, fit_redacted, fit_text
 
 AGENT = "reflect-api"
@@ -44,6 +44,8 @@ def lesson_of(reflected: Reflected, *, success_procedures: SuccessProcedures = "
         "what_happened": fit_redacted("; ".join(result.insights), TEXT_CHARS) or None,
         "source": result.source,
     }
+    if result.confidence < MIN_CONFIDENCE:
+        return None  # most criteria could not be judged: no lesson to trust, either way
     if not result.satisfactory:
         if not result.improvements:
             return None

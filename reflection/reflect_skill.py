@@ -79,6 +79,9 @@ class ReflectResult(CamelModel):
     reflection_id: str
     session_id: str
     success_score: float = Field(ge=0.0, le=1.0)
+    # The share of the criteria's weight that could be judged: a score made of few judged
+    # criteria says little, so below MIN_CONFIDENCE a reflection is never satisfactory.
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     criterion_scores: list[CriterionResult]
     insights: list[str]
     improvements: list[str]
@@ -321,10 +324,12 @@ def _result(
     improvements = improvements or [_IMPROVEMENTS.get(s.name, f"Improve {s.name.replace('_', ' ')}") for s in weak]
     strengths = _clean(judged.strengths if judged else []) or [_strength(s.name) for s in strong]
     overall = round(weighted_score(known, criteria), 4)  # over the criteria judged; none: 0
+    confidence = round(_judged_share(scores, criteria), 4)
     return ReflectResult(
         reflection_id=f"reflect-{time.time_ns() // 1_000_000}-{secrets.token_hex(3)}",
         session_id=redact(request.session_id),
         success_score=overall,
+        confidence=confidence,
         criterion_scores=scores,
         insights=_insights(insights_of(facts), _clean(judged.issues if judged else []), cap),
         improvements=improvements[:cap],
@@ -332,9 +337,20 @@ def _result(
         suggested_actions=[f"Address: {item}" for item in improvements[:cap]],
         timestamp=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         duration=round((time.perf_counter() - started) * 1000),
-        satisfactory=overall >= threshold,
+        satisfactory=overall >= threshold and confidence >= MIN_CONFIDENCE,
         source="llm" if judged is not None else "heuristic",
     )
+
+
+MIN_CONFIDENCE = 0.5  # more than half the weight unjudged: the score is not trusted
+
+
+def _judged_share(scores: Sequence[CriterionResult], criteria: Sequence[QualityCriterion]) -> float:
+    """The share of the criteria's weight whose score is known (1.0 when all are)."""
+    weights = {c.name: c.weight for c in criteria}
+    total = sum(weights.get(s.name, 0.0) for s in scores)
+    judged = sum(weights.get(s.name, 0.0) for s in scores if s.score is not None)
+    return judged / total if total else 0.0
 
 
 def _insights(facts: list[str], issues: list[str], cap: int) -> list[str]:

@@ -42,6 +42,8 @@ class _ScriptPricing(CamelModel):
 
     input_cost_per_token: float = Field(ge=0)
     output_cost_per_token: float = Field(ge=0)
+    # What an input token a prompt cache served costs; None: the full input price.
+    cached_input_cost_per_token: float | None = Field(default=None, ge=0)
 
 
 class _ScriptUsage(CamelModel):
@@ -49,6 +51,7 @@ class _ScriptUsage(CamelModel):
 
     input_tokens: int = Field(ge=0)
     output_tokens: int = Field(ge=0)
+    cached_tokens: int | None = Field(default=None, ge=0)  # reported as the provider's prompt cache
 
 
 class _ScriptEntry(CamelModel):
@@ -82,6 +85,9 @@ class _Script(CamelModel):
     replies: list[_ScriptEntry] = Field(default_factory=list)
     # Words the scripted embedding model takes to mean the same (see `embed_texts`).
     concepts: list[list[str]] = Field(default_factory=list)
+    # As a server with a prompt cache: each reply reports as cached the tokens of its prompt's
+    # start that an earlier prompt to this script began with (estimated like the rest).
+    prompt_cache: bool = False
 
 
 EMBEDDING_DIMENSIONS = 64
@@ -126,13 +132,15 @@ def scripted_script(
 
 _state_lock = threading.Lock()
 _uses: dict[Path, dict[int, int]] = {}  # resolved script path -> entry index -> times used
-_registered_prices: dict[str, tuple[float, float]] = {}
+_registered_prices: dict[str, tuple[float, float, float]] = {}
+_prompts: dict[Path, list[str]] = {}  # resolved script path -> the prompts it was sent (promptCache)
 
 
 def reset_scripted_state() -> None:
     """Forget how often each script entry was used (registered prices stay)."""
     with _state_lock:
         _uses.clear()
+        _prompts.clear()
 
 
 def _load_script(litellm: ModuleType, path: Path) -> _Script:
@@ -162,7 +170,9 @@ def _script_problem(exc: orjson.JSONDecodeError | ValidationError) -> str:
 
 def _register_price(litellm: ModuleType, model_name: str, pricing: _ScriptPricing) -> None:
     """Tell litellm the script's price, so completion_cost prices it the normal way."""
-    price = (pricing.input_cost_per_token, pricing.output_cost_per_token)
+    cached = pricing.cached_input_cost_per_token
+    price = (pricing.input_cost_per_token, pricing.output_cost_per_token,
+             pricing.input_cost_per_token if cached is None else cached)
     with _state_lock:
         if _registered_prices.get(model_name) == price:
             return
@@ -174,8 +184,8 @@ def _register_price(litellm: ModuleType, model_name: str, pricing: _ScriptPricin
                 "mode": "chat",
                 "input_cost_per_token": price[0],
                 "output_cost_per_token": price[1],
-                # No prompt cache: cached tokens cost the same (also stops a litellm warning).
-                "cache_read_input_token_cost": price[0],
+                # Without a cached price, cached tokens cost the same (also stops a litellm warning).
+                "cache_read_input_token_cost": price[2],
                 "cache_creation_input_token_cost": price[0],
             }
         }
@@ -256,6 +266,7 @@ class _ScriptedCall:
             _register_price(litellm, SCRIPTED_PREFIX + model, script.pricing)
         self.entry = _take_entry(litellm, path, script, _last_user_text(messages))
         self.prompt_text = "\n".join(_content_text(m.get("content")) for m in messages)
+        self.cached = _cached_prefix(path, self.prompt_text) if script.prompt_cache else None
 
     def respond(self, model_response: ModelResponse) -> ModelResponse:
         entry = self.entry
@@ -267,12 +278,25 @@ class _ScriptedCall:
         usage = entry.usage or _ScriptUsage(
             input_tokens=_estimate_tokens(self.prompt_text), output_tokens=_estimate_tokens(entry.reply)
         )
+        cached = usage.cached_tokens if usage.cached_tokens is not None else self.cached
+        cached = None if cached is None else min(cached, usage.input_tokens)
+        details = {} if cached is None else {"prompt_tokens_details": {"cached_tokens": cached}}
         model_response.usage = self.litellm.Usage(
             prompt_tokens=usage.input_tokens,
             completion_tokens=usage.output_tokens,
             total_tokens=usage.input_tokens + usage.output_tokens,
+            **details,
         )
         return model_response
+
+
+def _cached_prefix(path: Path, prompt: str) -> int:
+    """The tokens of `prompt`'s start that an earlier prompt to this script began with."""
+    with _state_lock:
+        earlier = _prompts.setdefault(path, [])
+        shared = max((len(os.path.commonprefix([prompt, e])) for e in earlier), default=0)
+        earlier.append(prompt)
+    return _estimate_tokens(prompt[:shared]) if shared else 0
 
 
 def _scripted_handler(litellm: ModuleType) -> object:

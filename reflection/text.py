@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import string
 from collections.abc import Sequence
+from typing import Any
+
+import orjson
 
 
 def shorten(text: str, limit: int) -> str:
@@ -145,3 +148,54 @@ def reply_items(value: object) -> list[str]:
     if not isinstance(value, list):
         return []
     return [reply_text(v) for v in value if isinstance(v, str)]
+
+
+SCAN_LIMIT = 100_000  # a reply longer than this is not JSON we asked for; scan its head only
+MAX_CANDIDATES = 20  # '{' positions tried before giving up on a prose-heavy reply
+
+
+def extract_json(text: str) -> dict[str, Any] | None:
+    """The first JSON object in `text`, even inside prose or code fences; None if none."""
+    text = text[:SCAN_LIMIT]
+    try:  # a reply that is JSON as a whole must be an object, not a list of them
+        whole = orjson.loads(text)
+        return whole if isinstance(whole, dict) else None
+    except orjson.JSONDecodeError:
+        pass
+    start = text.find("{")
+    for _ in range(MAX_CANDIDATES):
+        if start < 0:
+            return None
+        end = _matching_brace(text, start)
+        if end is not None:
+            try:
+                value = orjson.loads(text[start : end + 1])
+            except orjson.JSONDecodeError:
+                value = None
+            if isinstance(value, dict):
+                return value
+        start = text.find("{", start + 1)
+    return None
+
+
+def _matching_brace(text: str, start: int) -> int | None:
+    """Index of the brace closing the one at `start`, honouring JSON strings."""
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None

@@ -95,6 +95,7 @@ def make_project(
     config: dict[str, Any] | None = None,
     files: dict[str, str] | None = None,
     pricing: dict[str, float] | None = None,
+    script_extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write calc.py, its tests, the backlog, project.json and the script; commit them.
 
@@ -111,6 +112,7 @@ def make_project(
     script: dict[str, Any] = {"replies": replies}
     if pricing is not None:
         script["pricing"] = pricing
+    script.update(script_extra or {})  # the script's other keys (promptCache, its own pricing)
     (meta / "script.json").write_text(json.dumps(script, indent=1))
     settings = {
         "testCommands": [f"{PY} -m pytest -q -p no:cacheprovider test_calc.py"],

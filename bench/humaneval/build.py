@@ -102,6 +102,7 @@ def project_config(
         "decomposeMinChars": 0,  # one function: no planning call
         "reflexion": {
             "enabled": mode.reflexion, "maxRetries": mode.max_retries, "generationTimeoutMs": reflection_ms,
+            "oneCall": mode.one_call,
         },
         "executor": {"editFormat": edit_format},
         "timeouts": {"verifySeconds": verify_timeout_s, "modelSeconds": model_timeout_s},

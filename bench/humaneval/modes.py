@@ -44,6 +44,7 @@ class Mode(BaseModel):
     max_retries: int
     strategy: str = "linear"  # retry.strategy
     fresh: bool = False  # every retry a fresh sample (retry.fresh)
+    one_call: bool = False  # reflexion.oneCall: the retry's reply writes the reflection
 
     @property
     def retry(self) -> dict[str, Any]:
@@ -73,6 +74,10 @@ MODES: dict[str, Mode] = {
 }
 
 
+# Opt-in (`--modes ...,reflexion1`): reflexion retries at one call each, the reflection
+# written by the retry's own reply (reflexion.oneCall).
+ONE_CALL = Mode(name="reflexion1", label="reflexion, one call per retry", reflexion=True,
+                max_retries=MAX_ATTEMPTS - 1, one_call=True)
 # Not goldenloop: the model asked directly, once per problem (see control.py).
 CONTROL = Mode(name="control", label="direct prompt (control)", reflexion=False, max_retries=0)
 # Opt-in (`--modes ...,tree`): reflexion retries as a tree search, `retry.strategy: "tree"`
@@ -82,7 +87,7 @@ TREE = Mode(name="tree", label="reflexion, tree search", reflexion=True, max_ret
 
 
 def parse_modes(text: str) -> list[Mode]:
-    known = {**MODES, CONTROL.name: CONTROL, TREE.name: TREE}
+    known = {**MODES, CONTROL.name: CONTROL, TREE.name: TREE, ONE_CALL.name: ONE_CALL}
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown or not names:

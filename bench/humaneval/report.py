@@ -18,13 +18,14 @@ if __package__ in (None, ""):  # run as a script: make `bench.humaneval` importa
 
 from bench.humaneval.matching import matched_rows
 from bench.humaneval.modes import MAX_ATTEMPTS
-from bench.humaneval.results import ModeSummary, ProblemResult, ResultFile, summarize
+from bench.humaneval.results import CACHED_PRICE, ModeSummary, ProblemResult, ResultFile, summarize
 
 DASH = "—"
 SUMMARY_HEAD = (
     ["mode", "finished"]
     + [f"after {k}" for k in range(1, MAX_ATTEMPTS + 1)]
-    + ["reflections", "model calls", "input tokens", "output tokens", "tokens per solved", "cost", "wall"]
+    + ["reflections", "model calls", "input tokens", "output tokens", "tokens per solved",
+       "at cache prices", "calls per solved", "cost", "wall"]
 )
 
 
@@ -60,6 +61,8 @@ def summary_row(summary: ModeSummary, name: str | None = None) -> list[str]:
         f"{summary.input_tokens:,}",
         f"{summary.output_tokens:,}",
         per_solved(summary.tokens_per_solved),
+        per_solved(summary.tokens_per_solved_cached),
+        DASH if summary.calls_per_solved is None else f"{summary.calls_per_solved:.1f}",
         cost_text(summary.cost_usd, summary.calls),
         duration(summary.wall_s),
     ]
@@ -125,6 +128,9 @@ def render(results: ResultFile) -> str:
             header(results),
             "Pass rate after attempt k, cumulative, over all selected problems:",
             table(SUMMARY_HEAD, summaries),
+            ("`at cache prices`: tokens per solved with the input a prompt cache serves priced at "
+             f"{CACHED_PRICE:g} of a fresh token: the cached tokens the provider reported, else each "
+             "prompt's start that an earlier prompt of the same problem began with."),
             "Edit replies: the share goldenloop could apply (first attempts, then every reply, "
             "re-asks included), the formats asked for, and retries that gave back a failed "
             "attempt's code (asked again; still the same, so counted as a failed attempt):",

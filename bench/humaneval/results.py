@@ -37,6 +37,9 @@ class ProblemResult(CamelModel):
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    # Input tokens a prompt cache serves: as the provider reported them, else estimated from
+    # the share of each prompt that an earlier prompt began with (model_call's prefixChars).
+    cached_tokens: int = 0
     # None: some call had no known price. The default is None too, so a file that
     # leaves the key out (an unknown cost is not written) reads back as unknown, not $0.
     cost_usd: float | None = None
@@ -185,6 +188,7 @@ def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:
             result.calls += 1
             tokens = (event.get("inputTokens") or 0, event.get("outputTokens") or 0)
             result.input_tokens += tokens[0]
+            result.cached_tokens += _cached(event, tokens[0])
             result.output_tokens += tokens[1]
             if result.attempt_tokens:
                 result.attempt_tokens[-1] += sum(tokens)
@@ -197,7 +201,20 @@ def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:
         result.attempt_tokens[0] += before
 
 
+def _cached(event: dict, input_tokens: int) -> int:
+    """A call's cached input tokens: reported, or its repeated prefix's share of the prompt."""
+    reported = event.get("cachedTokens")
+    if isinstance(reported, int):
+        return reported
+    prompt, prefix = event.get("promptChars") or 0, event.get("prefixChars") or 0
+    return round(input_tokens * prefix / prompt) if prompt else 0
+
+
 # -- figures --------------------------------------------------------------------------
+
+# What a cached input token costs against a fresh one: a tenth, as Anthropic's cache reads
+# and OpenAI's newer models price them (a quarter or a half for older OpenAI models).
+CACHED_PRICE = 0.1
 
 
 class ModeSummary(CamelModel):
@@ -213,6 +230,7 @@ class ModeSummary(CamelModel):
     calls: int
     input_tokens: int
     output_tokens: int
+    cached_tokens: int = 0
     solved: int  # problems passed at any attempt
     cost_usd: float | None
     wall_s: float
@@ -228,6 +246,18 @@ class ModeSummary(CamelModel):
     def tokens_per_solved(self) -> float | None:
         """Input and output tokens of every finished problem over the problems solved."""
         return (self.input_tokens + self.output_tokens) / self.solved if self.solved else None
+
+    @property
+    def tokens_per_solved_cached(self) -> float | None:
+        """The same, with the input a prompt cache serves counted at CACHED_PRICE."""
+        if not self.solved:
+            return None
+        fresh = self.input_tokens - self.cached_tokens
+        return (fresh + CACHED_PRICE * self.cached_tokens + self.output_tokens) / self.solved
+
+    @property
+    def calls_per_solved(self) -> float | None:
+        return self.calls / self.solved if self.solved else None
 
 
 def summarize(results: ResultFile, mode: str, max_attempts: int = 4) -> ModeSummary:
@@ -254,6 +284,7 @@ def summarize(results: ResultFile, mode: str, max_attempts: int = 4) -> ModeSumm
         calls=sum(r.calls for r in rows),
         input_tokens=sum(r.input_tokens for r in rows),
         output_tokens=sum(r.output_tokens for r in rows),
+        cached_tokens=sum(r.cached_tokens for r in rows),
         solved=sum(r.passed_at is not None for r in rows),
         cost_usd=cost,
         wall_s=record.wall_s,

@@ -25,6 +25,7 @@ from reflection.reflect_history import ReflectHistory, UnsafeHistoryPath, Unsync
 
 if TYPE_CHECKING:  # the config and the store are loaded by the first reflection, not at start-up
     from orchestrator.config import ProjectConfig
+    from reflection.redaction_policy import RedactionPolicy
     from reflection.reflect_skill import Reflected
     from reflection.store import ReflectionStore
 
@@ -65,6 +66,7 @@ class MemoryFeed:
         from orchestrator.config import ConfigError, memory_store_url
         from reflection.postgres.connection import PostgresUnavailable
         from reflection.reflect_memory import lesson_of
+        from reflection.reflect_skill import MIN_CONFIDENCE
 
         try:
             config = self._config()
@@ -74,6 +76,8 @@ class MemoryFeed:
             return Remembered(None, "the project's .openagents/project.json cannot be used, "
                                     "so its memory was left alone")
         lesson = lesson_of(reflected, success_procedures=memory.success_procedures)
+        if lesson is None and reflected.result.confidence < MIN_CONFIDENCE:
+            return Remembered(None, "nothing to learn: most criteria could not be judged, so the score is not trusted")
         if lesson is None:
             return Remembered(None, "nothing to learn: no improvement to keep, or a pass without a failure on the way")
         try:
@@ -85,6 +89,16 @@ class MemoryFeed:
         except (OSError, LockTimeout, PostgresUnavailable) as exc:
             return Remembered(None, f"the project's memory store could not be written: {type(exc).__name__}")
         return Remembered(lesson.id, f"kept as a {lesson.outcome} lesson in the project's memory")
+
+    def redaction(self) -> RedactionPolicy | None:
+        """The project's redaction settings (None: its project.json cannot be used, and its
+        memory is left alone: the built-in rules still apply)."""
+        from orchestrator.config import ConfigError
+
+        try:
+            return self._config().redaction.policy()
+        except ConfigError:
+            return None
 
     def _config(self) -> ProjectConfig:
         """project.json as loaded, read and checked again only when the file changed: a

@@ -30,6 +30,7 @@ from orchestrator.api.schemas import ClearResponse, HealthResponse, MemoryNote, 
 from orchestrator.api.settings import ApiSettings
 from reflection.fileio import LockTimeout
 from reflection.redact import redact
+from reflection.redaction_policy import policy_in_force
 from reflection.reflect_history import ReflectHistory, ReflectionLimitReached, UnsafeHistoryPath, Unsynced
 from reflection.reflect_skill import Reflected, ReflectRequest, reflect_and_read
 
@@ -101,9 +102,11 @@ async def reflect(request: Request) -> Response:
     # alone when no model is called: the heuristic costs less than asking first).
     if state.settings.model is not None and await on_disk(project, project.history.full, redact(asked.session_id)):
         raise ApiError(409, str(ReflectionLimitReached(redact(asked.session_id), config.max_reflections)))
-    reflected = await reflect_and_read(asked, criteria=config.criteria, threshold=config.threshold,
-                                       model=state.settings.model)
-    kept = await record(project, reflected, config.to_memory)
+    # The project's own redaction settings, for the conversation, the judge and the memory.
+    with policy_in_force(await anyio.to_thread.run_sync(project.memory.redaction)):
+        reflected = await reflect_and_read(asked, criteria=config.criteria, threshold=config.threshold,
+                                           model=state.settings.model)
+        kept = await record(project, reflected, config.to_memory)
     memory = MemoryNote(lesson_id=kept.lesson_id, reason=kept.reason) if kept else None
     return _ok(ReflectResponse(result=reflected.result, memory=memory))
 

@@ -68,7 +68,8 @@ class LiveDisplay(AbstractContextManager):
             self.last = f"{task}: reflection [{event.get('category')}] {event.get('analysis', '')}"
         elif kind == "model_call":
             self.meter.add_call(event.get("inputTokens"), event.get("outputTokens"), event.get("costUsd"),
-                                agent=bool(event.get("agent")), requests=event.get("requests"))
+                                agent=bool(event.get("agent")), requests=event.get("requests"),
+                                cached=event.get("cachedTokens"))
         elif kind in ("task_closed", "task_blocked", "task_reopened", "task_stopped"):
             self.running.pop(task, None)
             if kind == "task_closed":
@@ -165,5 +166,5 @@ def print_summary(
             print(f"  summary: {r.project_dir / '.openagents' / 'runs' / (r.run_id + '-summary.json')}")
             print(f"  report:  {r.project_dir / '.openagents' / 'runs' / (r.run_id + '.html')}")
     m = budget.meter
-    print(f"Model calls: {m.calls_text()}, tokens {m.input_tokens}+{m.output_tokens}, cost {m.cost_text()}"
+    print(f"Model calls: {m.calls_text()}, {m.tokens_text()}, cost {m.cost_text()}"
           + ("; interrupted: the tasks in flight were put back to open" if interrupted else ""))

@@ -151,7 +151,7 @@ def render_page(run_id: str, outcomes: Sequence[TaskOutcome], stories: Sequence[
            if header else "")
     head = (f"<h1>goldenloop run {_e(run_id)}</h1>{who}<p class=sub>{_e(tally)}{_e(_span(stories))}. "
             f"Stopped because: {_e(stop_reason)}. Model calls: {_e(meter.calls_text())}; "
-            f"tokens {meter.input_tokens} in, {meter.output_tokens} out; cost {_e(cost_words(meter.cost_text()))}.</p>")
+            f"{_e(meter.tokens_text())}; cost {_e(cost_words(meter.cost_text()))}.</p>")
     if any(o.meter.cost_text() == "unknown" for o in outcomes) or meter.cost_text() == "unknown":
         head += f"<p class=muted>{_e(NOT_PRICED_WHY)}</p>"
     extras = extras or [""] * len(outcomes)
@@ -171,7 +171,7 @@ def _table(outcomes: Sequence[TaskOutcome], stories: Sequence[TaskStory | None],
         rows.append(f"<tr><td>{_e(o.task_id)}</td><td>{_e(story.title if story else '')}</td>{worker}"
                     f"<td>{_tag(o.status)}</td><td>{_e(verdict_cell(o.verdict))}</td><td>{o.attempts}</td>"
                     f"<td>{o.reflections}</td><td>{commits}</td>"
-                    f"<td>{o.meter.input_tokens} in, {o.meter.output_tokens} out</td>"
+                    f"<td>{_e(o.meter.tokens_text())}</td>"
                     f"<td>{_e(cost_words(o.meter.cost_text()))}</td><td>{o.duration_s:.1f} s</td></tr>")
     if not rows:
         return "<p class=muted>No task ran.</p>"

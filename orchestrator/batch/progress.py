@@ -27,7 +27,7 @@ def write_progress(
         f"# goldenloop run {run_id}",
         "",
         f"Finished {when}. Stopped because: {stop_reason}.",
-        f"Model calls: {meter.calls_text()}; tokens {meter.input_tokens} in, {meter.output_tokens} out; "
+        f"Model calls: {meter.calls_text()}; {meter.tokens_text()}; "
         f"cost {meter.cost_text()}.",
         f"Events: `.openagents/runs/{run_id}.jsonl`",
         "",

@@ -89,6 +89,7 @@ def _print_outcome(outcome: TaskOutcome, session: ProjectSession, json_mode: boo
         "modelCalls": m.calls,
         **({"agentRuns": m.agent_runs, "modelRequests": m.requests} if m.agent_runs else {}),
         "inputTokens": m.input_tokens,
+        **({"cachedTokens": m.cached_tokens} if m.cache_reported else {}),
         "outputTokens": m.output_tokens,
         "costUsd": m.cost_usd if m.calls else 0.0,
         "durationS": round(outcome.duration_s, 2),
@@ -103,7 +104,7 @@ def _print_outcome(outcome: TaskOutcome, session: ProjectSession, json_mode: boo
     print(
         f"\n{outcome.task_id} {verb}: {outcome.attempts} attempt(s), {reflected}, "
         f"{len(outcome.commits)} commit(s), {m.calls_text()}, "
-        f"{m.input_tokens} tokens in, {m.output_tokens} out, cost {m.cost_text()}, {outcome.duration_s:.1f} s"
+        f"{m.tokens_text()}, cost {m.cost_text()}, {outcome.duration_s:.1f} s"
     )
     if outcome.status != "closed":
         print(f"  reason: {outcome.reason}")

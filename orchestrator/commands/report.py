@@ -62,7 +62,8 @@ def _outcome(project: Path, task: dict) -> TaskOutcome:
     meter = Meter(calls=int(task.get("calls") or 0), input_tokens=int(task.get("inputTokens") or 0),
                   output_tokens=int(task.get("outputTokens") or 0), cost_usd=task.get("costUsd"),
                   agent_runs=int(task.get("agentRuns") or 0), requests=int(task.get("modelRequests") or 0),
-                  unreported_runs=int(task.get("unreportedRuns") or 0))
+                  unreported_runs=int(task.get("unreportedRuns") or 0),
+                  cached_tokens=int(task.get("cachedTokens") or 0), cache_reported=int("cachedTokens" in task))
     packet = Layout(project).escalations / f"{safe_name(str(task['taskId']))}.md"
     return TaskOutcome(task_id=str(task["taskId"]), status=task.get("outcome", "blocked"),
                        reason=str(task.get("reason") or ""), commits=list(task.get("commits") or []),

@@ -28,6 +28,16 @@ class ExecutionRequest(BaseModel):
     # Sampling temperature for a model-backed executor; None: the model's default. The
     # loop raises it to ask again when a retry returned an earlier attempt's code.
     temperature: float | None = None
+    # For an executor that keeps its chat with the model (the builtin one), the prompt in
+    # parts, most stable first, so that a prompt cache serves what a retry repeats: `prompt`
+    # ends with `latest` (what changed since the last attempt), and `follow_up` says the same
+    # as the next message of the chat `chat` (None: a new chat from `prompt`).
+    latest: str = ""
+    follow_up: str | None = None
+    chat: str | None = None
+    # Ask the reply to begin with a reflection on the last failure (reflexion.oneCall):
+    # the loop reads it from `reply` and stores it as that failure's reflection.
+    reflect_first: bool = False
 
 
 class ExecutionResult(BaseModel):

@@ -13,6 +13,7 @@ trouble (ModelError) is left to the loop.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,33 @@ log = logging.getLogger("goldenloop.executors.builtin")
 _MAX_OMITTED_NAMES = 100  # a huge repository must not flood the prompt with names
 
 
+# Where reflexion.oneCall asks for the reflection: first in the reply, before the edit,
+# in two labelled lines a small model keeps to (reflection/in_reply.py reads them).
+REFLECT_FIRST = (
+    "Begin your reply with these two lines, then the edit:\n"
+    "What went wrong: <the cause, naming the failing test and the code at fault>\n"
+    "What to do differently: <the change that will make it pass>"
+)
+CHATS_KEPT = 8  # subtasks whose chat is kept for their next attempt
+
+
+@dataclass
+class Chat:
+    """One subtask's chat so far: the messages of its last call and the reply to them."""
+
+    messages: list[dict[str, str]]
+    reply: str
+    edit_format: EditFormat
+
+    @property
+    def chars(self) -> int:
+        return sum(len(m["content"]) for m in self.messages) + len(self.reply)
+
+
 class BuiltinExecutor:
-    """Edits the repository with one model call per attempt."""
+    """Edits the repository with one model call per attempt. A retry continues the chat of
+    the attempt before it (its prompt, then its reply, then what came of it), so that the
+    retry's prompt begins with its predecessor's, byte for byte: a prompt cache serves it."""
 
     name = "builtin"
 
@@ -58,6 +84,7 @@ class BuiltinExecutor:
         self.max_context_bytes = max_context_bytes
         self.timeout_s = timeout_s
         self.formats = formats or FormatChooser("auto", model.name)
+        self.chats: dict[str, Chat] = {}
 
     async def execute(self, request: ExecutionRequest) -> ExecutionResult:
         context = await gather_context(
@@ -66,8 +93,9 @@ class BuiltinExecutor:
         in_play = context.in_play
         target = _main_target(in_play)
         asked = self.formats.choose(_largest_lines(request.repo_dir, in_play))
-        messages = build_messages(request.prompt, context, asked, target)
+        messages = self._messages(request, context, asked, target)
         reply = await self.model.complete(messages, timeout=self.timeout_s, temperature=request.temperature)
+        self._keep(request.chat, Chat(messages, reply.text, asked))
         received = shape_of(reply.text)
         common: dict[str, Any] = {
             "reply": reply.text, "usage": _usage(reply), "format_asked": asked, "format_received": received,
@@ -87,22 +115,56 @@ class BuiltinExecutor:
         return ExecutionResult(ok=True, touched=touched, notes=view.corrections, **common)
 
 
+    def _messages(self, request: ExecutionRequest, context: RepoContext, asked: EditFormat,
+                  target: str | None) -> list[dict[str, str]]:
+        """The chat goes on where the loop says it may and the chat still fits; else a new one."""
+        chat = self.chats.get(request.chat) if request.chat else None
+        ending = _ending(asked, target, request.reflect_first)
+        if (chat is None or request.follow_up is None or chat.edit_format != asked
+                or chat.chars > 4 * self.max_context_bytes):
+            return build_messages(request.prompt, context, asked, target, latest=request.latest, ending=ending)
+        return [*chat.messages, {"role": "assistant", "content": chat.reply},
+                {"role": "user", "content": f"{redact(request.follow_up).strip()}\n\n{ending}"}]
+
+    def _keep(self, key: str | None, chat: Chat) -> None:
+        if key is None:
+            return
+        self.chats.pop(key, None)
+        self.chats[key] = chat
+        while len(self.chats) > CHATS_KEPT:
+            self.chats.pop(next(iter(self.chats)))
+
+
 def build_messages(
-    prompt: str, context: RepoContext, edit_format: EditFormat = "whole", target: str | None = None
+    prompt: str, context: RepoContext, edit_format: EditFormat = "whole", target: str | None = None,
+    *, latest: str = "", ending: str | None = None,
 ) -> list[dict[str, str]]:
-    """The system message (role and reply format) and the user message (prompt and files)."""
-    parts = ["# Subtask", "", redact(prompt).strip(), "", "# Repository files", ""]
+    """The system message (role and reply format) and the user message: the prompt's stable
+    part, the files, then `latest` (the end of `prompt` that changes each attempt), so that
+    everything before `latest` is the same from one attempt to the next."""
+    split = bool(latest) and prompt.endswith(latest)
+    stable = prompt[: len(prompt) - len(latest)] if split else prompt
+    parts = ["# Subtask", "", redact(stable).strip(), "", "# Repository files", ""]
     if not context.files:
         parts += ["(no file contents included)", ""]
     for path, text in context.files:
         parts.append(file_section(path, text))
     if context.omitted:
         parts += [f"Files not shown (over the context budget): {_names(context.omitted)}", ""]
-    parts.append(reply_shape(edit_format, target))
+    if split:
+        parts += [redact(latest).strip(), ""]
+    parts.append(ending if ending is not None else reply_shape(edit_format, target))
     return [
         {"role": "system", "content": system_prompt(edit_format)},
         {"role": "user", "content": "\n".join(parts)},
     ]
+
+
+def _ending(edit_format: EditFormat, target: str | None, reflect_first: bool) -> str:
+    """The prompt's last words, where small models look: the reply's shape, and the
+    reflection it begins with when one is asked for."""
+    shape = reply_shape(edit_format, target)
+    return f"{shape}\n{REFLECT_FIRST}" if reflect_first else shape
 
 
 def _view(request: ExecutionRequest, context: RepoContext, in_play: list[str]) -> RepoView:

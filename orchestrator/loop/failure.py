@@ -32,7 +32,8 @@ async def fail(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
     decision = await _progress(s, a, verdict, judged)
     stop = _stop_reason(s, judged, decision)
     # retry.fresh: samples told nothing, so nothing to reflect for them
-    reflection_id = None if fresh(s) else await reflect_on_verdict(s, verdict, judged, a.diff)
+    retried = stop is None and a.number < s.max_attempts
+    reflection_id = None if fresh(s) else await reflect_on_verdict(s, verdict, judged, a.diff, retried=retried)
     s.record(a, judged.outcome, judged.summary, verdict, reflection_id, executed=executed, judged=judged)
     if stop is not None:
         raise Escalate(stop)
@@ -102,7 +103,7 @@ def _stop_reason(s: SubtaskState, judged: Judgement, decision: Decision | None) 
 async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
                         decision: Decision | None) -> None:
     """Roll a regression back or undo a rejected attempt, and tell the next prompt why."""
-    n, diff = a.number, a.diff
+    n, diff, moved = a.number, a.diff, False
     failure = judged.failure + "".join(f"\n\nNote: {note}." for note in a.notes)
     if decision is not None and decision.repeated_signature:
         failure += "\n\nThis is exactly the failure of the attempt before: that fix did not work."
@@ -119,16 +120,17 @@ async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: J
                           [f"keep the tree of attempt {n}"], decision.explanation)
         failure += (f"\n\nThis attempt was worse than attempt {best.number}, so the tree was put "
                     f"back to attempt {best.number}'s changes (shown above); improve on those.")
-        diff = best.diff
+        diff, moved = best.diff, True
     elif judged.outcome == "integrity":  # weakened tests must not stay for the next attempt
         await s.roll_back_to(s.start, event="attempt_undone")
         failure += (f"\n\nThat diff was undone: the tree is back to how it was before attempt "
                     f"{n}, tests included; make the tests pass by changing the code.")
+        moved = True
     else:
         s.start = n
     s.previous_signature = verdict.digest.signature if verdict.digest else None
     s.earlier.failures[n] = failure
-    s.last = LastAttempt(n, diff, failure)
+    s.last = LastAttempt(n, diff, failure, tree_moved=moved)
 
 
 async def not_applied(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> NoReturn:

@@ -20,13 +20,17 @@ def expected_output(task: Task) -> str:
     return "\n".join(f"- {c}" for c in criteria) if isinstance(criteria, list) else criteria
 
 
+def reflects(p: LoopParts, task: Task) -> bool:
+    """Whether task reflection is on for this task: its `reflect`, else memory.taskReflection."""
+    return p.config.memory.task_reflection if task.reflect is None else task.reflect
+
+
 def notes_for(p: LoopParts, task: Task) -> str:
     """The Task Improvement Notes of earlier runs of this task, or '' (off, or none yet)."""
-    reflector = p.task_reflector
-    if reflector is None or not task.description:
+    if p.task_reflector is None or not reflects(p, task) or not task.description:
         return ""
     try:
-        return reflector.notes_for(task.description)
+        return p.task_reflector().notes_for(task.description)
     except Exception as exc:  # noqa: BLE001 - missing notes cost a hint, never the run
         p.runlog.event("task_reflection_failed", taskId=task.id, error=str(exc))
         return ""
@@ -38,15 +42,18 @@ async def reflect_on_task(p: LoopParts, task: Task, commits: list[str], *, attem
     Only a run that made an attempt has something new to reflect on: a reopened task
     whose subtasks were all done closes again without one, and its notes (and their
     `runCount`) stay as they were."""
-    reflector = p.task_reflector
-    if reflector is None or not task.description:  # no description, no identity
+    if not reflects(p, task) or not task.description:  # no description, no identity
+        return
+    if p.task_reflector is None:
+        p.runlog.event("task_reflection_skipped", taskId=task.id,
+                       reason="no model writes reflections (reflexion.enabled and reflexion.useLLM)")
         return
     if attempts == 0:
         p.runlog.event("task_reflection_skipped", taskId=task.id, reason="no attempt ran in this run")
         return
     try:
         output = p.repo.commits_diff(commits, OUTPUT_BYTES)
-        made = await reflector.reflect(task.description, expected_output(task), output)
+        made = await p.task_reflector().reflect(task.description, expected_output(task), output)
     except Exception as exc:  # noqa: BLE001 - the store or git failing must not undo the close
         p.runlog.event("task_reflection_failed", taskId=task.id, error=str(exc))
         return

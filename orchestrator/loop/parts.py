@@ -38,8 +38,9 @@ class LoopParts:
     meter: Meter  # of the current task, fed by the metered models
     # Asked before every attempt; a reason to stop (e.g. the cost budget) or None.
     budget_check: Callable[[], str | None] | None = None
-    # Notes an accepted task leaves for its next run (memory.taskReflection); None: off.
-    task_reflector: TaskReflector | None = None
+    # Notes an accepted task leaves for its next run, made on first use by a task that
+    # reflects (its `reflect`, else memory.taskReflection); None: no model writes reflections.
+    task_reflector: Callable[[], TaskReflector] | None = None
     # Lessons across tasks and the outcome reflections (loop/remember.py); None: reflexion off.
     memory: ProjectMemory | None = None
     # Scores a passing attempt before it is committed (review.enabled); None: off.

@@ -33,6 +33,29 @@ class LastAttempt:
     # retry.strategy "tree": the files went back to where this attempt started (these
     # words say where); the next attempt is asked for another approach (loop/search.py).
     other_way_from: str | None = None
+    # The tree is no longer the one the attempt's reply made (a regression rolled back, a
+    # rejected diff undone): the next prompt shows the files as they are, in a new chat.
+    tree_moved: bool = False
+
+
+@dataclass(frozen=True)
+class AttemptPrompt:
+    """An attempt's words, from the most stable to the least, so that a prompt cache serves
+    what a retry repeats. `stable`: the task, the same every attempt; `latest`: what the
+    last attempt did and the reflections, new each retry (the builtin executor puts the
+    files between the two). `follow_up`: the same news said as the next message of the
+    chat that made the last attempt, whose reply already shows its code; None when the
+    next attempt starts a new chat (the first, a fresh sample, a start over, a tree that
+    moved away from what that chat made)."""
+
+    stable: str
+    latest: str = ""
+    follow_up: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The whole prompt in one piece, for an agent that reads one message."""
+        return "\n\n".join(part for part in (self.stable, self.latest) if part)
 
 
 def attempt_prompt(
@@ -47,6 +70,23 @@ def attempt_prompt(
     rules: str = "",
     checks: str = "",
 ) -> str:
+    """The whole prompt of an attempt (see `attempt_parts`)."""
+    return attempt_parts(task, plan, subtask, last=last, reflections=reflections, notes=notes, lessons=lessons,
+                         rules=rules, checks=checks).text
+
+
+def attempt_parts(
+    task: Task,
+    plan: SubtaskPlan,
+    subtask: Subtask,
+    *,
+    last: LastAttempt | None = None,
+    reflections: str = "",
+    notes: str = "",
+    lessons: str = "",
+    rules: str = "",
+    checks: str = "",
+) -> AttemptPrompt:
     """`notes`: the Task Improvement Notes of earlier runs (reflection.task_prompts), put
     before the description so that the task as written, and its criteria, come last.
     `rules`: the project's rules (memory/rules.md), first; `lessons`: what other tasks
@@ -73,11 +113,14 @@ def attempt_prompt(
         parts.append(f"## This step: {subtask.title}\n{subtask.description}".rstrip())
     if lessons:
         parts.append(lessons)
-    if last is not None:
-        parts.append(_last_attempt_block(last))
+    latest = [_last_attempt_block(last)] if last is not None else []
     if reflections:
-        parts.append(reflections)
-    return "\n\n".join(parts)
+        latest.append(reflections)
+    follow = _follow_up_block(last) if last is not None else None
+    if follow is not None:  # the task named again: the chat may be long by now
+        follow = f"{parts[0]}\n\n{follow}"
+    return AttemptPrompt("\n\n".join(parts), "\n\n".join(latest),
+                         "\n\n".join([follow, *latest[1:]]) if follow is not None else None)
 
 
 def focus_text(task: Task, plan: SubtaskPlan, subtask: Subtask) -> str:
@@ -142,6 +185,25 @@ def start_over(number: int, failure: str, *, by: int | None = None) -> str:
         "Sending that code again cannot pass. The files below are back to how they were before "
         "the first attempt: write a new implementation that avoids this failure."
     )
+
+
+def _follow_up_block(last: LastAttempt) -> str | None:
+    """What the last attempt came to, said right after its own reply: the reply shows its
+    code, so no diff is repeated. None where the chat no longer matches the files."""
+    if last.repeat_of is not None or last.other_way_from is not None or last.tree_moved or last.agent_failed:
+        return None
+    n = last.number
+    if not last.applied:
+        return (f"## Attempt {n} could not be applied\n"
+                f"Your reply above was not applied to the files, so nothing was tested. Why:\n```\n{last.failure}\n```")
+    if last.reviewed:
+        return (f"## Attempt {n} passed the checks; its review asks for more\n"
+                "Your edit above is in the files and passes. Keep it passing and make the improvements below; "
+                f"change nothing else. If this revision is worse, attempt {n} is kept.\n\n"
+                f"### The review\n{last.failure}")
+    return (f"## Attempt {n} failed\n"
+            "Your edit above is in the files, and the checks failed. Fix it rather than starting over unless "
+            f"it is wrong; sending the same code again cannot pass.\n\n### Why it failed\n```\n{last.failure}\n```")
 
 
 def _last_attempt_block(last: LastAttempt) -> str:

@@ -9,7 +9,7 @@ from orchestrator.checks.verify import Verdict
 from orchestrator.executors import ExecutionResult
 from orchestrator.judging.about import needs_proof
 from orchestrator.judging.judgement import Judgement
-from orchestrator.loop.prompt import LastAttempt, attempt_prompt, baseline_block, checks_block
+from orchestrator.loop.prompt import AttemptPrompt, LastAttempt, attempt_parts, baseline_block, checks_block
 from orchestrator.loop.state import SubtaskState
 from reflection.schema import FailureContext, FailureStage, FailureType, Reflection
 
@@ -19,10 +19,12 @@ _JUDGED_STAGES: dict[str, FailureStage] = {"integrity": "integrity", "no_change"
 _UNAPPLIED_STAGES: dict[str, FailureStage] = {"edit": "edit", "agent": "agent", "environment": "environment"}
 
 
-async def reflect_on_verdict(s: SubtaskState, verdict: Verdict, judged: Judgement, diff: str) -> str | None:
+async def reflect_on_verdict(s: SubtaskState, verdict: Verdict, judged: Judgement, diff: str,
+                             *, retried: bool = False) -> str | None:
     """Reflect on a failed attempt as judged. What it broke when the checks say (the judge
     puts its own failures first and marks the tests that were failing before the task),
-    else the judge's own reason (tests weakened, config changed, nothing changed)."""
+    else the judge's own reason (tests weakened, config changed, nothing changed).
+    `retried`: a retry follows, which may write the reflection itself (`in_reply`)."""
     digest = verdict.digest
     stage = _JUDGED_STAGES.get(judged.outcome, "verify")
     if stage != "verify" or digest is None:  # the checks passed, the judge did not: no test shows the change
@@ -33,7 +35,7 @@ async def reflect_on_verdict(s: SubtaskState, verdict: Verdict, judged: Judgemen
         error_signature=digest.signature, failing_tests=list(judged.failing_tests),
         first_error=judged.first_error, diff=diff,
         preexisting_tests=list(judged.parts.others if judged.parts else judged.waived),
-        previous_signature=s.previous_signature,
+        previous_signature=s.previous_signature, defer=retried and in_reply(s),
     )
 
 
@@ -50,19 +52,24 @@ async def reflect_on(s: SubtaskState, stage: FailureStage, reason: str, **failur
     return await reflect(s, stage=stage, digest=reason, **failure)
 
 
-async def reflect(s: SubtaskState, **failure: Any) -> str | None:
-    """Write a reflection on the attempt in flight; its id, or None (reflexion off or failing).
+async def reflect(s: SubtaskState, *, defer: bool = False, **failure: Any) -> str | None:
+    """Write a reflection on the attempt in flight; its id, or None (reflexion off or failing,
+    or `defer`red to the retry's reply, which writes it: `settle_pending`).
 
     Every failed attempt gets one, the last before an escalation too: a retry reads it, and
     the escalation packet and the memory keep why the last try failed."""
     service = s.p.reflections
     if service is None:
         return None
+    settle_pending(s, None)  # an older failure's is never left behind a newer one
     sub = s.subtask
     number = sub.next_number
     ctx = FailureContext(session_id=s.p.session_id, task_id=s.task.id, subtask_id=sub.id,
                          attempt_number=number, subtask_title=sub.title, subtask_description=sub.description,
                          **{"files_modified": s.changed, **failure})
+    if defer:
+        s.pending = ctx
+        return None
     try:
         reflection = await service.reflect(ctx, previous=recalled(s, service.max_per_retry))
     except Exception as exc:  # noqa: BLE001 - memory trouble must not stop the loop
@@ -76,6 +83,36 @@ async def reflect(s: SubtaskState, **failure: Any) -> str | None:
     return reflection.id
 
 
+def in_reply(s: SubtaskState) -> bool:
+    """reflexion.oneCall: the retry's reply reflects on the failure before its edit, so a
+    retry costs one model call. Only the builtin executor's replies are read for it; an
+    agent's retry and heuristic-only reflexion keep their own way."""
+    c, service = s.p.config, s.p.reflections
+    return (service is not None and service.model is not None and c.reflexion.one_call
+            and c.executor.kind == "builtin" and not c.retry.fresh)
+
+
+def settle_pending(s: SubtaskState, reply: str | None, *, model: str | None = None) -> None:
+    """Store the reflection the last failure waits for: the one `reply` began with, or the
+    heuristic one (no reply, or none in it). The failure's record gets its id."""
+    ctx, s.pending = s.pending, None
+    service = s.p.reflections
+    if ctx is None or service is None:
+        return
+    from reflection.generate import reflection_in_reply  # loaded once a retry needs it
+
+    made = reflection_in_reply(ctx, reply, model=model, previous=recalled(s, service.max_per_retry))
+    reflection = service.save(made)
+    s.reflections += 1
+    record = next((r for r in s.subtask.attempts if r.number == ctx.attempt_number), None)
+    if record is not None:
+        record.reflection_id = reflection.id
+        s.save()
+    s.event("reflection", attempt=ctx.attempt_number, id=reflection.id, failureId=ctx.id, stage=ctx.stage,
+            category=reflection.category, analysis=reflection.analysis, suggestion=reflection.suggestion,
+            source=reflection.source, model=reflection.model, path=service.location, inReply=True)
+
+
 def recalled(s: SubtaskState, limit: int) -> list[Reflection]:
     """The subtask's last reflections, newest first. The plan says how many there are,
     so the store stops reading as soon as it has found them (it reads from the end)."""
@@ -86,7 +123,7 @@ def recalled(s: SubtaskState, limit: int) -> list[Reflection]:
     return service.recent(s.subtask.id, min(limit, written))
 
 
-def prompt_for(s: SubtaskState, last: LastAttempt | None) -> str:
+def prompt_for(s: SubtaskState, last: LastAttempt | None) -> AttemptPrompt:
     """The attempt's prompt: the task, what the last attempt did, its reflections, the
     lessons of other tasks (first attempt only) and the project's rules. With retry.fresh
     every attempt gets the first attempt's prompt: no last attempt, no reflections."""
@@ -104,7 +141,7 @@ def prompt_for(s: SubtaskState, last: LastAttempt | None) -> str:
     before = baseline_block(sorted(about), [t for t in failing if t not in about],
                             proof=s.judge.final and needs_proof(s.task.type))
     checks = "\n\n".join(part for part in (checks, before) if part)
-    return attempt_prompt(s.task, s.plan, s.subtask, last=last, reflections=block, notes=s.notes,
+    return attempt_parts(s.task, s.plan, s.subtask, last=last, reflections=block, notes=s.notes,
                           checks=checks,
                           lessons=s.lessons if s.attempt == 1 or fresh else "",
                           rules=memory.rules() if memory else "")

@@ -87,7 +87,7 @@ class TreeSearch:
                 next=kind, startsFrom=start.attempt, width=self.width, maxDepth=self.depth, noneScored=unscored)
         if start is parent or start.attempt is None:
             return LastAttempt(number, diff, failure, other_way_from=_from(start))
-        return LastAttempt(start.attempt or number, start.diff, start.failure)
+        return LastAttempt(start.attempt or number, start.diff, start.failure, tree_moved=start.attempt != number)
 
     async def restart(self, s: SearchState) -> None:
         """After an attempt that gave back a failed attempt's code: its start again."""

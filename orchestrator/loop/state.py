@@ -36,6 +36,7 @@ from orchestrator.loop.tree import SubtaskTree
 from orchestrator.recovery.journal import Journal
 from orchestrator.tasks import Task
 from reflection.pattern.history import ReflectionVersion
+from reflection.schema import FailureContext
 
 
 @dataclass
@@ -97,6 +98,8 @@ class SubtaskState:
         self.passing: list[ReflectionVersion] = []  # reviewed attempts that passed the checks
         self.revisions = 0  # revision attempts a review asked for
         self.next_applying: list[str] = []  # what the next attempt will be asked to improve
+        # A failure whose reflection the retry's reply will write (reflexion.oneCall)
+        self.pending: FailureContext | None = None
 
     async def roll_back_to(self, attempt: int | None, *, event: str | None = None) -> None:
         """The tree as `attempt` left it; None: as the subtask found it."""

@@ -28,7 +28,7 @@ from orchestrator.loop.escalation import AttemptSnapshot
 from orchestrator.loop.escapes import escape_sentence, refused_writes
 from orchestrator.loop.failure import fail, not_applied, repeated
 from orchestrator.loop.prompt import LastAttempt, focus_text, start_over
-from orchestrator.loop.reflecting import prompt_for, reflect_on, reflect_on_unapplied
+from orchestrator.loop.reflecting import prompt_for, reflect_on, reflect_on_unapplied, settle_pending
 from orchestrator.loop.secrets_written import secret_written
 from orchestrator.loop.state import SubtaskState, task_text
 from reflection.llm import ModelError, preload_litellm
@@ -57,9 +57,11 @@ def prepare(s: SubtaskState) -> Attempt:
     spent = p.meter.copy()
     prompt = prompt_for(s, s.last)
     s.event("attempt_started", attempt=s.attempt, of=s.max_attempts, number=s.subtask.next_number,
-            executor=_worker(s), promptChars=len(prompt))
-    request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt, attempt=s.attempt, hint_paths=s.changed,
-                               focus=focus_text(s.task, s.plan, s.subtask))
+            executor=_worker(s), promptChars=len(prompt.text))
+    request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt.text, attempt=s.attempt, hint_paths=s.changed,
+                               focus=focus_text(s.task, s.plan, s.subtask), latest=prompt.latest,
+                               follow_up=prompt.follow_up, chat=f"{s.task.id}/{s.subtask.id}",
+                               reflect_first=s.pending is not None)
     return Attempt(s.attempt, request, spent, applying, started=time.monotonic(), patch=s.latest_patch)
 
 
@@ -104,6 +106,8 @@ async def _execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
     when its tree is still one a failed attempt left: verifying it again would only repeat
     a known verdict."""
     executed = await s.p.executor.execute(a.request)
+    if s.pending is not None:  # the reply began with the last failure's reflection, or it is heuristic
+        settle_pending(s, executed.reply, model=(executed.usage or {}).get("model"))
     same_as = await _same_as_failed(s, a, executed)
     retry = s.p.config.retry
     if same_as is None or not retry.reask_repeats or retry.fresh:  # a fresh sample is told nothing
@@ -111,9 +115,10 @@ async def _execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
     s.event("repeat", attempt=a.number, sameAs=same_as, action="asked again")
     await s.roll_back_to(None)
     block = start_over(same_as, s.earlier.failures.get(same_as, ""))
-    again = a.request.model_copy(
-        update={"prompt": f"{prompt_for(s, None)}\n\n{block}", "temperature": REASK_TEMPERATURE}
-    )
+    again = a.request.model_copy(update={
+        "prompt": f"{prompt_for(s, None).text}\n\n{block}", "latest": block, "follow_up": None,
+        "reflect_first": False, "temperature": REASK_TEMPERATURE,
+    })
     executed = await s.p.executor.execute(again)
     a.same_as = await _same_as_failed(s, a, executed)
     return executed

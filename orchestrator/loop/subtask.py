@@ -33,7 +33,7 @@ from orchestrator.loop.judging_files import JudgingFiles
 from orchestrator.loop.outcome import SubtaskResult
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import Subtask, SubtaskPlan
-from orchestrator.loop.reflecting import recalled
+from orchestrator.loop.reflecting import recalled, settle_pending
 from orchestrator.loop.remember import lessons_for
 from orchestrator.loop.state import SubtaskState
 from orchestrator.loop.steps import execute, guard, judge, prepare, review
@@ -70,6 +70,7 @@ class SubtaskRun:
                 result = await self.attempts()
         finally:
             session_started.reset(recording)
+        settle_pending(s, None)  # a reflection its retry never wrote (reflexion.oneCall)
         s.journal.end()
         return result
 
@@ -163,6 +164,7 @@ class SubtaskRun:
         if s.passing:  # only a revision can end this way after a pass: keep the pass
             return await self.keep_best(f"the revision stopped ({why.value})")
         p, sub = s.p, s.subtask
+        settle_pending(s, None)  # the packet shows every failure's reflection
         packet = write_packet(p.project_dir, s.task, sub, snapshots=s.earlier.snapshots,
                               reflections=recalled(s, 10), meter=p.meter, stop_reason=why,
                               fresh=p.config.retry.fresh)

@@ -47,6 +47,7 @@ from orchestrator.tempfiles import sweep_dead
 from reflection.fileio import atomic_write
 from reflection.llm import ChatModel, preload_litellm
 from reflection.meter import Meter
+from reflection.redaction_policy import policy_in_force
 from reflection.secret_values import secrets_known
 from reflection.secrets_in_reach import secrets_in_reach
 from reflection.text import one_line
@@ -82,6 +83,8 @@ class ProjectSession:
         self.repo.refresh_if_racy(Layout(self.project_dir).reflections)  # a fresh clone of a committed memory
         self.pending = as_user_error(lambda: Pending.note(self.repo), EXIT_USAGE)  # before the run writes there
         self.config = load_project_config(self.project_dir, self.overrides, self.notices)
+        # The project's own domains, patterns and names, in every redaction from here on.
+        self._closing.enter_context(policy_in_force(self.config.redaction.policy()))
         memory_url = memory_url_of(self.config, self.overrides)
         if self.runlog is None:
             self.runlog = RunLog(self.project_dir)

@@ -88,8 +88,8 @@ class Wiring:
             session_id=runlog.run_id,
             meter=task_meter,
             budget_check=combine(*(limit.before_attempt for limit in ledgers)),
-            task_reflector=self.task_reflector(metered(c.reflection_model, "task_reflect"))
-            if c.task_reflection_on and c.reflection_model else None,
+            task_reflector=functools.cache(lambda: self.task_reflector(metered(c.reflection_model, "task_reflect")))
+            if c.reflections_by_model and c.reflection_model else None,
             memory=self.project_memory() if c.reflexion.enabled else None,
             review=self._review_gate(metered, repo or self.repo) if c.review.enabled else None,
             judges=self.judges,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from reflection.pattern.evaluation import CriterionScore, ReflectionEvaluation, evaluation_of, weighted_score
     from reflection.pattern.evaluators import Evaluated, evaluate
     from reflection.pattern.history import ReflectionHistory, ReflectionVersion, select_best
+    from reflection.pattern.metrics import ReflectionMetrics, metrics_of
     from reflection.pattern.pattern import (
         AgentError,
         ReflectionCallbacks,
@@ -57,6 +58,7 @@ _HOMES = {
     ),
     **dict.fromkeys(("Evaluated", "evaluate"), "reflection.pattern.evaluators"),
     **dict.fromkeys(("ReflectionHistory", "ReflectionVersion", "select_best"), "reflection.pattern.history"),
+    **dict.fromkeys(("ReflectionMetrics", "metrics_of"), "reflection.pattern.metrics"),
     **dict.fromkeys(
         ("AgentError", "ReflectionCallbacks", "ReflectionDecision", "ReflectionPattern", "ReflectionResult"),
         "reflection.pattern.pattern",
@@ -88,6 +90,7 @@ __all__ = [
     "ReflectionDecision",
     "ReflectionEvaluation",
     "ReflectionHistory",
+    "ReflectionMetrics",
     "ReflectionPattern",
     "ReflectionResult",
     "ReflectionVersion",
@@ -100,6 +103,7 @@ __all__ = [
     "criteria_named",
     "evaluate",
     "evaluation_of",
+    "metrics_of",
     "revision_prompt",
     "select_best",
     "weighted_score",

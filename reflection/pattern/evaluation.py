@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 
 from reflection.pattern.criteria import QualityCriterion
 
+# The seed's "same output, similar scores (within 0.1)": repeated judgements of one
+# criterion that spread wider disagree.
+JUDGE_TOLERANCE = 0.1
+
 
 @dataclass(frozen=True)
 class CriterionScore:
@@ -36,8 +40,17 @@ class ReflectionEvaluation:
     confidence: float = 0.5
     details: list[CriterionScore] = field(default_factory=list)  # the reasoning per criterion
     strengths: list[str] = field(default_factory=list)
+    judgements: int = 1  # how many times the model judge scored this output (judge_repeats)
+    judge_spread: dict[str, float] = field(default_factory=dict)  # criterion -> highest minus lowest score
+
+    @property
+    def judge_disagreement(self) -> bool:
+        """Repeated judgements of one criterion differed by more than JUDGE_TOLERANCE."""
+        return any(s > JUDGE_TOLERANCE for s in self.judge_spread.values())
 
     def as_dict(self) -> dict[str, object]:
+        repeated = {"judgements": self.judgements, "judgeSpread": dict(self.judge_spread),
+                    "judgeDisagreement": self.judge_disagreement} if self.judgements > 1 else {}
         return {
             "overallScore": round(self.overall_score, 4),
             "criteriaScores": {k: round(v, 4) for k, v in self.criteria_scores.items()},
@@ -47,6 +60,7 @@ class ReflectionEvaluation:
             "strengths": list(self.strengths),
             "confidence": round(self.confidence, 4),
             "details": [d.as_dict() for d in self.details],
+            **repeated,
         }
 
 

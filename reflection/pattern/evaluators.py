@@ -1,7 +1,8 @@
 """Scoring an output on its criteria, each by the evaluator it names.
 
-- `llm`: one `judge_with_model` call scores every llm criterion. A judge that fails
-  scores them 0.0 ("not scored") with confidence 0: a broken judge never passes work.
+- `llm`: one `judge_with_model` call scores every llm criterion (`judgements` calls,
+  averaged, with their spread: consistency.py). A judge that fails scores them 0.0
+  ("not scored") with confidence 0: a broken judge never passes work.
 - `regex`: `evaluator_config` `pattern`, `must_match` (default True), `flags` (an int,
   or letters of `re` flags such as "IM"). 1.0 when the search agrees with `must_match`.
 - `function`: `evaluator_config["function"]`, a callable (sync or async) of the output
@@ -34,9 +35,9 @@ from typing import Any
 import anyio
 
 from reflection.llm import ChatModel
+from reflection.pattern.consistency import Repeated, judge_repeatedly
 from reflection.pattern.criteria import QualityCriterion
 from reflection.pattern.evaluation import CriterionScore, ReflectionEvaluation, evaluation_of
-from reflection.pattern.judge import judge_with_model
 from reflection.schema import Usage
 from reflection.text import one_line
 
@@ -85,8 +86,10 @@ async def evaluate(
     task: str = "",
     template: str | None = None,
     judge_timeout_s: float = 60.0,
+    judgements: int = 1,
 ) -> Evaluated:
-    """Score `output` on every criterion and weigh the scores into an evaluation."""
+    """Score `output` on every criterion and weigh the scores into an evaluation; the model
+    judge is asked `judgements` times (reflection/pattern/consistency.py)."""
     problem = criteria_problem(criteria, model)
     if problem:
         raise ValueError(problem)
@@ -95,10 +98,12 @@ async def evaluate(
     issues: list[str] = []
     suggestions: list[str] = []
     strengths: list[str] = []
-    confidence, usage = 1.0, Usage()
+    confidence, repeated = 1.0, Repeated(None, 0)
     if llm:
         assert model is not None  # criteria_problem refused it otherwise
-        judged = await judge_with_model(model, llm, output, task=task, template=template, timeout_s=judge_timeout_s)
+        repeated = await judge_repeatedly(model, llm, output, times=judgements, task=task, template=template,
+                                          timeout_s=judge_timeout_s)
+        judged = repeated.judged
         if judged is None:
             confidence = 0.0
             scores.update({c.name: CriterionScore(c.name, 0.0, "not scored: the judge failed") for c in llm})
@@ -108,9 +113,6 @@ async def evaluate(
             scores.update({c.name: CriterionScore(c.name, 0.0, "the judge left it out") for c in llm
                            if c.name not in scores})
             issues, suggestions, strengths = list(judged.issues), list(judged.suggestions), list(judged.strengths)
-            if judged.reply is not None:
-                r = judged.reply
-                usage = Usage(input_tokens=r.input_tokens, output_tokens=r.output_tokens, cost_usd=r.cost_usd)
     for c in criteria:
         if c.evaluator != "llm":
             scores[c.name] = await _score_one(c, output)
@@ -120,10 +122,12 @@ async def evaluate(
                    if c.evaluator != "llm" and s.score < c.threshold]
     evaluation = evaluation_of(ordered, criteria, threshold, issues=issues, suggestions=suggestions,
                                strengths=strengths, confidence=confidence)
+    if judgements > 1 and llm:
+        evaluation = dataclasses.replace(evaluation, judgements=repeated.answered, judge_spread=repeated.spread)
     if not evaluation.satisfactory and not evaluation.issues:  # every criterion passed, the whole did not
         low = f"the weighted score {evaluation.overall_score:.2f} is below the quality threshold {threshold:.2f}"
         evaluation = dataclasses.replace(evaluation, issues=[low])
-    return Evaluated(evaluation, usage)
+    return Evaluated(evaluation, repeated.usage)
 
 
 async def _score_one(criterion: QualityCriterion, output: str) -> CriterionScore:

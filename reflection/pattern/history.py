@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from reflection.pattern.evaluation import CriterionScore, ReflectionEvaluation
+from reflection.pattern.metrics import ReflectionMetrics
 from reflection.schema import Usage
 
 SelectionRule = Literal["highest_score", "latest", "first_satisfactory", "weighted_recency"]
@@ -87,6 +88,8 @@ def evaluation_from_dict(data: Mapping[str, Any]) -> ReflectionEvaluation:
             for d in data.get("details") or []
         ],
         strengths=list(data.get("strengths") or []),
+        judgements=int(data.get("judgements", 1)),
+        judge_spread={str(k): float(v) for k, v in (data.get("judgeSpread") or {}).items()},
     )
 
 
@@ -100,10 +103,13 @@ class ReflectionHistory:
     convergence_reason: str | None
     total_iterations: int
     extra: dict[str, Any] = field(default_factory=dict)
+    metrics: ReflectionMetrics | None = None  # the seed's success metrics (a pattern's run)
 
     def as_dict(self) -> dict[str, Any]:
+        measured = {"metrics": self.metrics.as_dict()} if self.metrics else {}
         return {
             **self.extra,
+            **measured,
             "versions": [v.as_dict() for v in self.versions],
             "bestVersion": self.best_version.iteration if self.best_version else None,
             "finalVersion": self.final_version.iteration if self.final_version else None,
@@ -114,7 +120,7 @@ class ReflectionHistory:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReflectionHistory:
         """Best and final are stored as iterations; versions not kept resolve to None."""
-        known = {"versions", "bestVersion", "finalVersion", "convergenceReason", "totalIterations"}
+        known = {"versions", "bestVersion", "finalVersion", "convergenceReason", "totalIterations", "metrics"}
         versions = [ReflectionVersion.from_dict(v) for v in data.get("versions") or []]
         by_iteration = {v.iteration: v for v in versions}
         return cls(
@@ -124,6 +130,7 @@ class ReflectionHistory:
             convergence_reason=data.get("convergenceReason"),
             total_iterations=int(data.get("totalIterations", len(versions))),
             extra={k: v for k, v in data.items() if k not in known},
+            metrics=ReflectionMetrics.from_dict(data["metrics"]) if data.get("metrics") else None,
         )
 
 

@@ -32,6 +32,7 @@ from reflection.pattern.evaluation import CriterionScore, ReflectionEvaluation, 
 from reflection.pattern.evaluators import criteria_problem, evaluate
 from reflection.pattern.history import SELECTION_RULES, ReflectionHistory, ReflectionVersion, select_best
 from reflection.pattern.judge import template_problem
+from reflection.pattern.metrics import metrics_of
 from reflection.pattern.revision import STRATEGIES, Earlier, Strategy, choose_strategy, revision_prompt
 from reflection.pattern.run import PatternRun, current_run, enter_run, leave_run, tokens_of
 from reflection.pattern.stability import Embed, similarity_for
@@ -111,18 +112,11 @@ class ReflectionPattern:
         quality_drop_threshold: float | None = None,
         judge_timeout_s: float = 60.0,
         embedding_model: str | Embed | None = None,
+        judge_repeats: int = 1,
     ) -> None:
-        if max_iterations < 1:
-            raise ValueError("max_iterations must be at least 1")
-        if not 0.0 <= quality_threshold <= 1.0:
-            raise ValueError("quality_threshold must be within 0..1")
-        if revision_strategy not in STRATEGIES:
-            raise ValueError(f"unknown revision strategy {revision_strategy!r}; known: {', '.join(STRATEGIES)}")
-        if best_version_selection not in SELECTION_RULES:
-            raise ValueError(f"unknown best_version_selection {best_version_selection!r}; "
-                             f"known: {', '.join(SELECTION_RULES)}")
-        if reflection_prompt is not None and (problem := template_problem(reflection_prompt)):
-            raise ValueError(f"reflection_prompt {problem}")
+        if problem := _settings_problem(max_iterations, quality_threshold, revision_strategy, best_version_selection,
+                                        reflection_prompt, judge_repeats):
+            raise ValueError(problem)
         self.max_iterations = max_iterations
         self.criteria = tuple(quality_criteria) if quality_criteria else criteria_for(task_type)
         self.quality_threshold = quality_threshold
@@ -143,6 +137,7 @@ class ReflectionPattern:
             list(reflection_triggers), reflection_interval=reflection_interval, reflect_on_error=reflect_on_error,
             reflect_on_tools=reflect_on_tools, quality_drop_threshold=quality_drop_threshold)
         self.judge_timeout_s = judge_timeout_s
+        self.judge_repeats = judge_repeats  # the model judge asked n times: its consistency measured
         self.similarity = similarity_for(embedding_model)
         self._last = self._new_run(None, "")  # what get_history shows outside a run
 
@@ -163,12 +158,14 @@ class ReflectionPattern:
 
     def get_history(self) -> ReflectionHistory:
         kept = self._run.versions if self.preserve_all_versions else self._kept()
+        best = select_best(self._run.versions, self.best_version_selection)
         return ReflectionHistory(
             versions=list(kept),
-            best_version=select_best(self._run.versions, self.best_version_selection),
+            best_version=best,
             final_version=self._run.versions[-1] if self._run.versions else None,
             convergence_reason=self._run.reason.value if self._run.reason else None,
             total_iterations=len(self._run.versions),
+            metrics=metrics_of([v.evaluation for v in self._run.versions], best.evaluation if best else None),
         )
 
     def get_best_version(self) -> ReflectionVersion:
@@ -360,7 +357,8 @@ class ReflectionPattern:
         """Score `output` on the criteria (the pattern's by default)."""
         chosen = tuple(criteria) if criteria else self.criteria
         evaluated = await evaluate(output, chosen, self.quality_threshold, model=self.model, task=self._run.query,
-                                   template=self.reflection_prompt, judge_timeout_s=self.judge_timeout_s)
+                                   template=self.reflection_prompt, judge_timeout_s=self.judge_timeout_s,
+                                   judgements=self.judge_repeats)
         self._spend(evaluated.usage)
         return evaluated.evaluation
 
@@ -374,6 +372,24 @@ class ReflectionPattern:
         base = ReflectionVersion(iteration=len(self._run.versions) + 1, output=output, evaluation=evaluation)
         revised = await self._run_agent(self._prompt(base, strategy), max_tokens=self.max_revision_tokens)
         return revised.text
+
+
+def _settings_problem(max_iterations: int, quality_threshold: float, revision_strategy: str,
+                      best_version_selection: str, reflection_prompt: str | None, judge_repeats: int) -> str | None:
+    """What is wrong with a pattern's settings, as a sentence; None if nothing."""
+    if max_iterations < 1:
+        return "max_iterations must be at least 1"
+    if not 0.0 <= quality_threshold <= 1.0:
+        return "quality_threshold must be within 0..1"
+    if revision_strategy not in STRATEGIES:
+        return f"unknown revision strategy {revision_strategy!r}; known: {', '.join(STRATEGIES)}"
+    if best_version_selection not in SELECTION_RULES:
+        return f"unknown best_version_selection {best_version_selection!r}; known: {', '.join(SELECTION_RULES)}"
+    if reflection_prompt is not None and (problem := template_problem(reflection_prompt)):
+        return f"reflection_prompt {problem}"
+    if judge_repeats < 1:
+        return "judge_repeats must be at least 1"
+    return None
 
 
 def _model(model: ChatModel | str | None) -> ChatModel | None:

@@ -28,10 +28,11 @@ CLEAN = [
 ]
 
 
-def _reflect(serve: Serve, project: Path, talk: list[dict[str, str]], **settings: object) -> dict:
+def _reflect(serve: Serve, project: Path, talk: list[dict[str, str]], task: str = "Fix add in calc.py",
+             **settings: object) -> dict:
     async def post() -> dict:
         async with serve(**settings) as client:
-            body = reflect_body(project, "session-9", conversation=talk, taskDescription="Fix add in calc.py")
+            body = reflect_body(project, "session-9", conversation=talk, taskDescription=task)
             response = await client.post(REFLECT, json=body)
             assert response.status_code == 200, response.text
             return response.json()
@@ -120,3 +121,72 @@ def test_a_project_json_edited_while_the_server_runs_is_read_again(serve: Serve,
     assert refused["memory"] == {"lessonId": None, "reason": "the project's .openagents/project.json cannot be used, "
                                                              "so its memory was left alone"}
     assert len(_records(repo)) == 1
+
+
+def test_personal_data_of_a_conversation_reaches_neither_the_history_nor_the_lesson(
+        serve: Serve, project: Path) -> None:
+    (project / ".openagents").mkdir(parents=True, exist_ok=True)
+    (project / ".openagents" / "project.json").write_bytes(orjson.dumps(
+        {"redaction": {"ownDomains": ["acme-corp.com"], "keepNames": ["Build Bot"]}}))
+    told = ("Confirmed with Jane Doe; the order paid with 4539899720743225 from DE62370400440532013001 "
+            "failed on vault.acme-corp.com. Thanks Build Bot.")
+    talk = [*STUCK[:-1], {"role": "assistant", "content": f"I could not fix add yet. {told}"}]
+
+    answer = _reflect(serve, project, talk, task=f"Fix add in calc.py. {told}")
+
+    (lesson,) = _records(project)
+    stored = history_file(project).read_text() + orjson.dumps(lesson).decode() + orjson.dumps(answer).decode()
+    for value in ("Jane Doe", "4539899720743225", "DE62370400440532013001", "vault.acme-corp.com"):
+        assert value not in stored, value
+    assert "[REDACTED:internal_host]" in stored and "Thanks Build Bot" in stored
+
+
+RETRIES_ADDED = [
+    {"role": "user", "content": "Make fetch retry on network errors"},
+    {"role": "assistant", "content": "I changed net.py:\n\nnet.py\n```python\ndef fetch(url, tries=3):\n"
+                                     "    for n in range(tries):\n        try:\n            return get(url)\n"
+                                     "        except ConnectionError as exc:\n            last = exc\n"
+                                     "    raise RuntimeError(f'gave up on {url}') from last\n```"},
+    {"role": "tool", "name": "Bash", "content": "pytest -q\n4 passed in 0.02s"},
+    {"role": "assistant", "content": "Done: fetch now retries on ConnectionError and raises RuntimeError after "
+                                     "three tries; all tests pass."},
+]
+EXIT_LEFT = [*RETRIES_ADDED[:2], {"role": "tool", "name": "Bash", "content": "make lint\nexited with code 2"},
+             {"role": "assistant", "content": "fetch now retries on ConnectionError."}]
+TRACEBACK_LEFT = [*RETRIES_ADDED[:2],
+                  {"role": "tool", "name": "Bash", "content": "Traceback (most recent call last):\n  File \"net.py\", "
+                                                               "line 3\nConnectionError: refused"},
+                  {"role": "assistant", "content": "fetch now retries on ConnectionError."}]
+BARE = [{"role": "user", "content": "Implement feature X"}, {"role": "assistant", "content": "Done!"}]
+
+
+def test_an_exception_named_in_the_last_turn_is_not_an_error_left_standing(serve: Serve, project: Path) -> None:
+    answer = _reflect(serve, project, RETRIES_ADDED)
+
+    result = answer["result"]
+    assert result["satisfactory"] is True and result["successScore"] >= 0.8 and result["confidence"] == 1.0
+    assert "An error was left unresolved at the end" not in result["insights"]
+    assert [r["outcome"] for r in _records(project)] == []  # no "partial" lesson for a success
+
+
+@pytest.mark.parametrize(("talk", "said"), [(EXIT_LEFT, "non-zero exit"), (TRACEBACK_LEFT, "traceback")])
+def test_a_failed_tool_result_left_standing_is_an_error_and_a_partial_lesson(
+        serve: Serve, project: Path, talk: list[dict[str, str]], said: str) -> None:
+    result = _reflect(serve, project, talk)["result"]
+
+    assert result["satisfactory"] is False and "An error was left unresolved at the end" in result["insights"]
+    assert any(said in insight for insight in result["insights"])
+    assert [r["outcome"] for r in _records(project)] == ["partial"]
+
+
+def test_a_bare_claim_of_done_is_low_confidence_never_satisfactory_and_no_lesson(
+        serve: Serve, project: Path) -> None:
+    answer = _reflect(serve, project, BARE, task="Implement feature X")
+
+    result = answer["result"]
+    assert result["confidence"] < 0.5 and result["satisfactory"] is False
+    assert [c["name"] for c in result["criterionScores"] if c["score"] is None] == [
+        "code_quality", "error_handling", "test_coverage"]
+    assert answer["memory"] == {"lessonId": None, "reason": "nothing to learn: most criteria could not be judged, "
+                                                           "so the score is not trusted"}
+    assert _records(project) == []

@@ -145,3 +145,45 @@ def test_an_instruction_in_the_notes_never_reaches_a_later_prompt(git_repo):
     assert do_one_task(repo) == 0  # the only reply there is answers a prompt without the orders
 
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+
+
+def test_a_task_asks_for_reflection_in_a_project_that_has_it_off(git_repo):
+    # seed 000: reflection is the task's choice; `reflect: true` wins over memory.taskReflection.
+    replies = [
+        {"match": "Task T-1", "reply": FIX_ADD},
+        {"match": ASKS_REFLECTION, "reply": NOTES},
+    ]
+    repo = make_project(git_repo, replies, tasks=[task(reflect=True, acceptanceCriteria=CRITERIA)],
+                        config={"memory": {"taskReflection": False}})
+
+    assert do_one_task(repo) == 0
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert stored(repo)[IDENTITY]["refinedDescription"].startswith("REFINED-1")
+    assert events_of(repo, "task_reflected", "T-1")[0]["isFirstReflection"] is True
+
+
+def test_a_task_opts_out_of_a_projects_reflection_and_is_shown_no_notes(git_repo):
+    seeded = TaskReflection(refined_description="SEEDED notes")
+    replies = [{"match": r"\A(?![\s\S]*Task Improvement Notes)[\s\S]*# Task T-1", "reply": FIX_ADD}]
+    repo = make_project(git_repo, replies, tasks=[task(reflect=False)], config=ON)
+    notes_file(repo).parent.mkdir(parents=True, exist_ok=True)
+    notes_file(repo).write_text(json.dumps({IDENTITY: seeded.to_dict()}))
+
+    assert do_one_task(repo) == 0
+
+    assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+    assert [e for e in events_of(repo, "model_call") if e.get("purpose") == "task_reflect"] == []
+    assert stored(repo)[IDENTITY]["refinedDescription"] == "SEEDED notes"  # untouched
+
+
+def test_a_reflect_value_that_is_not_true_or_false_is_named_in_one_sentence(git_repo, capsys):
+    repo = make_project(git_repo, [], tasks=[task(reflect="yes")], config=ON)
+
+    assert do_one_task(repo) == 3  # no ready task: the task the user meant is named, not run
+
+    said = "".join(capsys.readouterr())
+    assert ('tasks.jsonl line 1 is not a valid task (kept as is): reflect must be true or false (got "yes"), '
+            "so task T-1 is left out of the backlog") in said
+    assert "Traceback" not in said
+    assert tasks_on_disk(repo)["T-1"]["reflect"] == "yes"  # the user's line, kept as written

@@ -39,3 +39,16 @@ def test_the_page_shows_the_injected_blocks_own_words() -> None:
 def test_the_readme_links_the_page() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "(docs/REFLEXION.md)" in readme
+
+
+def test_the_migration_table_maps_every_key_of_an_attempt_reflection() -> None:
+    section = PAGE.split("### Migrating to the Archivist's `AgentMemory`", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \|", section, re.M)
+    assert sorted(rows) == sorted(_keys(Reflection))
+
+
+def test_the_readme_tells_that_a_timeout_is_reflected_on() -> None:
+    # tests/checks/test_retry_intelligence.py shows the run doing so: one reflection call
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert "A timeout is reflected on like any failing check" in readme
+    assert "Timeouts are retried without a reflection call" not in readme

@@ -61,6 +61,34 @@ def test_the_lexical_fallback_reads_code_as_code() -> None:
     assert lexical_similarity(ANSWER, SYNONYM) < 0.9  # a synonym takes an embedding
 
 
+PALINDROME = """def longest_palindrome(s: str) -> str:
+    best = ""
+    for i in range(len(s)):
+        for j in range(i + 1, len(s) + 1):
+            if s[i:j] == s[i:j][::-1] and j - i > len(best):
+                best = s[i:j]
+    return best
+"""
+
+
+def _scored(code: str, score: float) -> str:
+    return f"# score={score}\n{code}"
+
+
+@pytest.mark.anyio
+async def test_a_one_token_fix_of_code_is_a_new_answer_and_a_repeat_is_stable() -> None:
+    # Shared tokens alone call this fix 98% the same: it stopped the run as "stable"
+    # although the next revision would have met the bar.
+    fixed = PALINDROME.replace("> len(best)", ">= len(best)")
+    done = _scored(fixed.replace('best = ""', 'best = s[:1]'), 0.9)
+    result = await _pattern().execute(Outputs([_scored(PALINDROME, 0.5), _scored(fixed, 0.5), done]), "q")
+    assert result.convergence_reason is ConvergenceReason.QUALITY_MET and result.iterations_used == 3
+    # The same code again, indented otherwise: revising has stopped changing it.
+    again = _scored(fixed.replace("    ", "  "), 0.5)
+    stable = await _pattern().execute(Outputs([_scored(fixed, 0.5), again, done]), "q")
+    assert stable.convergence_reason is ConvergenceReason.SEMANTIC_STABILITY and stable.iterations_used == 2
+
+
 @pytest.mark.anyio
 async def test_an_embedding_model_tells_a_synonym_paraphrase(tmp_path: Path) -> None:
     script = tmp_path / "script.json"

@@ -1,0 +1,139 @@
+"""Retries that pay for their tokens: the retry continues the failed attempt's chat, so its
+prompt begins with the one before it byte for byte (a prompt cache serves that part), and
+with reflexion.oneCall the retry's own reply writes the reflection: one call per retry.
+
+The scripted replies are shaped as a small model writes them: the two labelled lines,
+sometimes in bold, then the edit; or the edit alone; or the lines alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from projects import (
+    CALC_FIXED,
+    REFLECTION,
+    WRONG_ADD,
+    do_one_task,
+    events_of,
+    make_project,
+    model_calls,
+    reflection_lines,
+)
+
+REPAIR = """calc.py
+<<<<<<< SEARCH
+    return abs(a) + abs(b)
+=======
+    return a + b
+>>>>>>> REPLACE
+"""
+REFLECTED = ("What went wrong: add() returned abs(a) + abs(b), so test_add_negative got 2 for add(-1, -1).\n"
+             "**What to do differently:** return the plain sum a + b, keeping the sign.\n\n" + REPAIR)
+ONE_CALL = {"reflexion": {"oneCall": True}}
+
+
+def attempts(repo: Path) -> list[dict]:
+    plan = json.loads((repo / ".openagents" / "subtasks" / "T-1.json").read_text())
+    return plan["subtasks"][0]["attempts"]
+
+
+def execute_calls(repo: Path) -> list[dict]:
+    return [e for e in events_of(repo, "model_call") if e["purpose"] == "execute"]
+
+
+def test_a_retry_prompt_begins_with_the_prompt_before_it(git_repo: Path) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Failure digest", "reply": REFLECTION},
+               {"match": r"Attempt 1 failed[\s\S]*Why it failed", "reply": REPAIR}]
+    repo = make_project(git_repo, replies)
+
+    assert do_one_task(repo) == 0
+
+    first, retry = execute_calls(repo)
+    assert first["prefixChars"] == 0
+    assert retry["prefixChars"] == first["promptChars"]  # all of it: the cache's part
+    assert (repo / "calc.py").read_text() == CALC_FIXED
+    assert model_calls(repo, "reflect") == 1  # the two-call form: a reflection call of its own
+
+
+def test_with_one_call_the_retry_reply_writes_the_reflection_and_no_reflection_call_is_made(git_repo: Path) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD},
+               {"match": r"Begin your reply with these two lines", "reply": REFLECTED}]
+    repo = make_project(git_repo, replies, config=ONE_CALL)
+
+    assert do_one_task(repo) == 0
+
+    assert model_calls(repo) == 2 and model_calls(repo, "reflect") == 0
+    [line] = reflection_lines(repo)
+    assert line["source"] == "llm" and line["attemptNumber"] == 1
+    assert line["analysis"].startswith("add() returned abs(a) + abs(b)")
+    assert line["suggestion"] == "return the plain sum a + b, keeping the sign."
+    assert line["category"]  # classified as a separate call's reflection is
+    assert [a.get("reflectionId") for a in attempts(repo)] == [line["id"], None]
+    [event] = events_of(repo, "reflection")
+    assert event["inReply"] is True and event["attempt"] == 1
+    assert (repo / "calc.py").read_text() == CALC_FIXED
+
+
+def test_a_reply_with_only_the_edit_keeps_the_heuristic_reflection_and_applies_the_edit(git_repo: Path) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": REPAIR}]
+    repo = make_project(git_repo, replies, config=ONE_CALL)
+
+    assert do_one_task(repo) == 0
+
+    [line] = reflection_lines(repo)
+    assert line["source"] == "heuristic" and line["attemptNumber"] == 1
+    assert "test_add_negative" in line["analysis"] + line["suggestion"]
+    assert (repo / "calc.py").read_text() == CALC_FIXED and model_calls(repo) == 2
+
+
+def test_a_reply_with_only_the_reflection_is_an_unapplied_edit_and_its_reflection_is_kept(git_repo: Path) -> None:
+    only_words = REFLECTED.split("\n\n")[0]
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": only_words},
+               {"match": "Attempt 2 could not be applied", "reply": REPAIR}]
+    repo = make_project(git_repo, replies, config=ONE_CALL)
+
+    assert do_one_task(repo) == 0
+
+    assert [a["outcome"] for a in attempts(repo)] == ["failed", "edit_failed", "passed"]
+    lines = reflection_lines(repo)
+    assert [(r["attemptNumber"], r["source"]) for r in lines] == [(1, "llm"), (2, "heuristic")]
+    assert (repo / "calc.py").read_text() == CALC_FIXED
+
+
+def test_the_last_failure_before_an_escalation_still_gets_its_reflection(git_repo: Path) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD, "times": None}]
+    repo = make_project(git_repo, replies, config={**ONE_CALL, "reflexion": {"oneCall": True, "maxRetries": 1},
+                                                   "retry": {"reaskRepeats": False}})
+
+    assert do_one_task(repo) == 1
+
+    assert [r["attemptNumber"] for r in reflection_lines(repo)] == [1, 2]
+    assert all(a.get("reflectionId") for a in attempts(repo))
+    packet = (repo / ".openagents" / "escalations" / "T-1.md").read_text()
+    assert packet.count("test_add_negative") >= 1
+
+
+def test_cached_tokens_a_provider_reports_are_shown_and_priced_lower(git_repo: Path, capsys) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": REFLECTED}]
+    pricing = {"inputCostPerToken": 1e-6, "outputCostPerToken": 2e-6, "cachedInputCostPerToken": 1e-7}
+    repo = make_project(git_repo, replies, config=ONE_CALL, script_extra={"pricing": pricing, "promptCache": True})
+
+    assert do_one_task(repo) == 0
+
+    first, retry = execute_calls(repo)
+    assert first["cachedTokens"] == 0 and retry["cachedTokens"] > 0
+    full = retry["inputTokens"] * 1e-6 + retry["outputTokens"] * 2e-6
+    assert retry["costUsd"] < full  # the cached part at a tenth
+    assert f"({first['cachedTokens'] + retry['cachedTokens']} cached)" in capsys.readouterr().out
+
+
+def test_a_provider_that_reports_no_cache_is_priced_in_full_and_says_so(git_repo: Path, capsys) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": REFLECTED}]
+    repo = make_project(git_repo, replies, config=ONE_CALL)
+
+    assert do_one_task(repo) == 0
+
+    assert all(call.get("cachedTokens") is None for call in execute_calls(repo))
+    assert "tokens in (cache not reported)" in capsys.readouterr().out
