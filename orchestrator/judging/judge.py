@@ -27,7 +27,7 @@ import anyio
 from orchestrator.checks.envcheck import environment_error
 from orchestrator.checks.preflight import Baseline, describe
 from orchestrator.checks.settings import CheckSettings
-from orchestrator.checks.verify import Verdict, combine
+from orchestrator.checks.verify import Verdict
 from orchestrator.checks.waivers import Waivers
 from orchestrator.config import ProjectConfig, RetryConfig
 from orchestrator.git.repo import Repo
@@ -38,7 +38,8 @@ from orchestrator.judging.judgement import Judgement
 from orchestrator.judging.missing import lacking, sentence
 from orchestrator.judging.outcomes import FAILED, PASSED
 from orchestrator.judging.recorded import BaselineRecords
-from orchestrator.judging.sessions import Run, Selection, run_checks
+from orchestrator.judging.selection import Selection
+from orchestrator.judging.sessions import Run, run_checks
 from orchestrator.judging.test_paths import DEFAULT_TEST_GLOBS, is_doctest, is_test_path
 from orchestrator.judging.trees import SessionTrees
 from orchestrator.judging.verdict import Parts, decide
@@ -207,42 +208,41 @@ class Judge:
 
     async def _old(self, base: Baseline, tree: str, side: list[str]) -> Run | tuple[Verdict, Judgement]:
         """The old tests' run. With `retry.failingFirst`, pytest's tests that failed before and
-        those in the test files the attempt changed run first; when they decide the verdict
-        (a test the task is about still failing, one that passed at the base failing again on
-        its rerun) the rest does not run; else the rest runs, without them, and the two are
-        one run. Each test runs once either way: the order decides only how soon it is known."""
+        those in the test files the attempt changed run first, alone, in the same session;
+        when one whose failure decides the verdict fails (a test the task is about, one that
+        passed at the base) the rest does not run; else the whole suite runs in its own order
+        (judging/selection.py). The order decides only how soon a verdict is known."""
         old_tree = self.trees.old_tests(tree, side)
-        first = self._first(base, tree)
-        if not first:
-            run = await self.g.run(old_tree)
-            self.failed_last = run.failing()[0]
+        first, stop = self._first(base, tree)
+        run = await self.g.run(old_tree, select=Selection("first", first, stop) if first else None)
+        self.failed_last = run.failing()[0]
+        if not first or not run.reported or not set(run.outcomes) <= first:  # the whole suite ran
+            if first:
+                await self.g.record(old_tree, run)
             return run
-        quick = await self.g.run(old_tree, select=("only", first))
-        self.failed_last = quick.failing()[0]
-        settled = await self._settled(base, tree, quick, first)
+        settled = await self._settled(base, tree, run, first)
         if settled is not None:
             return settled
-        if not quick.reported or not quick.outcomes:  # it said nothing of the tests: the whole run
-            return await self.g.run(old_tree)
-        if set(quick.outcomes) >= set(base.outcomes):  # nothing is left to run
-            return quick
-        rest = await self.g.run(old_tree, tests_only=True, select=("except", frozenset(quick.outcomes)))
-        run = Run(old_tree, combine([quick.verdict, rest.verdict], quick.verdict.duration_s + rest.verdict.duration_s),
-                  {**quick.outcomes, **rest.outcomes}, quick.reported and rest.reported, quick.singles + rest.singles)
+        run = await self.g.run(old_tree)  # undecided by them (a rerun passed): the whole suite
         self.failed_last = run.failing()[0]
-        await self.g.record(old_tree, run)
         return run
 
-    def _first(self, base: Baseline, tree: str) -> frozenset[str]:
+    def _first(self, base: Baseline, tree: str) -> tuple[frozenset[str], frozenset[str]]:
         """The tests to run first: failing at the base or in the last attempt, and in the test
-        files the attempt changed; none where pytest did not report the base's tests by id, or
-        several test commands run (each would be told the same ids)."""
+        files the attempt changed; and those of them whose failure decides a verdict: the
+        task's (in its last subtask) and those that passed at the base. None where pytest did
+        not report the base's tests by id, or several test commands run (each would be told
+        the same ids)."""
         if not self._by_id(base):
-            return frozenset()
-        touched = {p for p in self.trees.changed(tree) if is_test_path(p, self.g.globs)}
+            return frozenset(), frozenset()
+        touched = [p for p in self.trees.changed(tree) if is_test_path(p, self.g.globs)]
         first = frozenset(t for t, o in base.outcomes.items()
                           if o == FAILED or t in self.failed_last or t.split("::", 1)[0] in touched)
-        return first if len(first) < len(base.outcomes) else frozenset()
+        if len(first) >= len(base.outcomes):
+            return frozenset(), frozenset()
+        ours = self.about(touched).tests if self.final else frozenset()
+        stop = frozenset(t for t in first if base.outcomes[t] == PASSED or t in ours)
+        return (first, stop) if stop else (frozenset(), frozenset())  # none could decide: no probe
 
     def _by_id(self, base: Baseline) -> bool:
         """Whether tests may run by id: pytest reported the base's by id, for one test command."""
@@ -282,7 +282,7 @@ class Judge:
         """`ids` run again, alone, up to `reruns` times: the run (with the rest of `run`'s
         outcomes) where one of them failed again, None when they passed every time."""
         for _ in range(reruns):
-            again = await self.g.run(run.tree, tests_only=True, select=("only", frozenset(ids)))
+            again = await self.g.run(run.tree, tests_only=True, select=Selection("only", frozenset(ids)))
             if not again.reported or any(again.outcomes.get(t) != PASSED for t in ids):
                 return Run(run.tree, again.verdict, {**run.outcomes, **again.outcomes},
                            again.reported and run.reported, again.singles)

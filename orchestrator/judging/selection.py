@@ -1,55 +1,138 @@
-"""Some of pytest's tests, by id: the failing ones first, then the rest without them.
+"""Some of pytest's tests by id: the failing ones first, in the same session as the rest.
 
-A judged run may run the tests that decide its verdict soonest before the others
-(judging/judge.py, `Judge._first`). pytest is told which through a plugin of goldenloop's
-own, written outside the judge's tree and loaded with `-p` through `PYTEST_ADDOPTS`, as
-the JUnit report is asked for: whatever the command line, a Makefile or a script that
-runs pytest, it reads that variable. The plugin keeps the collected tests whose id (or
-whose file, for a file that could not be collected) is listed (`only`), or every test but
-those (`except`), and reports the others as deselected, as `-k` does. Only the order and
-the number of sessions change: each test runs once, on the same tree, with the same
-command.
+A judged run may learn its verdict from a few tests before the others run (judging/judge.py,
+`Judge._first`). pytest is told which through a plugin of goldenloop's own, written outside
+the judge's tree and loaded with `-p` through `PYTEST_ADDOPTS`, as the JUnit report is
+asked for: whatever the command line, a Makefile or a script that runs pytest, it reads
+that variable. Two modes:
+
+- `first`: once collected, the listed tests run alone in a copy of the session (a fork, so
+  the interpreter's state is left as collection made it). When one of the `stop` tests
+  fails there, those runs are reported as the session's and nothing else runs: the
+  verdict is known. Else they are forgotten, and the whole suite runs in its own order,
+  in the untouched session, exactly as the command runs it without goldenloop. So the
+  order decides only how soon a failure is known: a pass is always the suite's own run,
+  and a test that fails alone but passes after the others (an order-dependent test) fails
+  the attempt, as it would where the suite runs in another order.
+- `only`: only the listed tests (by id, or by file for a file that could not be
+  collected); the others are reported deselected, as `-k` does.
+
+Where `os.fork` is missing, or collection failed, `first` is the whole run.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-Mode = Literal["only", "except"]
+Mode = Literal["first", "only"]
 PLUGIN = "goldenloop_selection"
 LIST_VARIABLE = "GOLDENLOOP_SELECTION"
 
 _SOURCE = '''"""goldenloop's selection of tests by id (orchestrator/judging/selection.py)."""
+import json
 import os
+
+import pytest
+from _pytest.runner import runtestprotocol
+
+
+def _listed():
+    path = os.environ.get("GOLDENLOOP_SELECTION")
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as listed:
+        return json.load(listed)
+
+
+def _named(item, ids):
+    return item.nodeid in ids or item.nodeid.split("::", 1)[0] in ids
 
 
 def pytest_collection_modifyitems(config, items):
-    path = os.environ.get("GOLDENLOOP_SELECTION")
-    if not path:
+    listed = _listed()
+    if listed is None or listed["mode"] != "only":
         return
-    with open(path, encoding="utf-8") as listed:
-        mode, *ids = listed.read().split("\\n")
-    ids = set(ids)
-    keep, drop = [], []
-    for item in items:
-        named = item.nodeid in ids or item.nodeid.split("::", 1)[0] in ids
-        (keep if named == (mode == "only") else drop).append(item)
+    ids = set(listed["ids"])
+    keep, drop = [i for i in items if _named(i, ids)], [i for i in items if not _named(i, ids)]
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _probe(session, items):
+    """Run `items` alone in a fork: their reports, serialized; None when the fork failed."""
+    config = session.config
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        code = 1
+        try:
+            runs = [[config.hook.pytest_report_to_serializable(config=config, report=report)
+                     for report in runtestprotocol(item, log=False, nextitem=None)] for item in items]
+            with os.fdopen(write, "w", encoding="utf-8") as pipe:
+                json.dump(runs, pipe, default=str)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, encoding="utf-8") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    listed = _listed()
+    if (listed is None or listed["mode"] != "first" or not hasattr(os, "fork") or session.testsfailed
+            or session.config.option.collectonly):
+        return None
+    ids, stop = set(listed["ids"]), set(listed["stop"])
+    items = [item for item in session.items if _named(item, ids)]
+    runs = _probe(session, items) if items else None
+    if runs is None or not any(data.get("outcome") == "failed" for item, reports in zip(items, runs)
+                               if _named(item, stop) for data in reports):
+        return None  # the whole suite, in its own order, in a session the probes never touched
+    config = session.config
+    for item, reports in zip(items, runs):
+        item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        for data in reports:
+            item.ihook.pytest_runtest_logreport(
+                report=config.hook.pytest_report_from_serializable(config=config, data=data))
+        item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
 '''
 
 
-def selecting(env: Mapping[str, str], home: Path, mode: Mode, ids: Iterable[str]) -> dict[str, str]:
-    """`env` with pytest told to run `only` the tests `ids` name, or all `except` them."""
+@dataclass(frozen=True)
+class Selection:
+    """pytest's tests by id: `first` (those, alone, before the whole suite; a failing
+    `stop` test ends the session) or `only` those."""
+
+    mode: Mode
+    ids: frozenset[str]
+    stop: frozenset[str] = field(default_factory=frozenset)
+
+
+def selecting(env: Mapping[str, str], home: Path, selection: Selection) -> dict[str, str]:
+    """`env` with pytest told of `selection` through goldenloop's plugin."""
     folder = home / "selection"
     folder.mkdir(exist_ok=True)
     (folder / f"{PLUGIN}.py").write_text(_SOURCE)
-    listed = home / "selection.txt"
-    listed.write_text("\n".join([mode, *sorted(ids)]), encoding="utf-8")
+    listed = home / "selection.json"
+    listed.write_text(json.dumps({"mode": selection.mode, "ids": sorted(selection.ids),
+                                  "stop": sorted(selection.stop)}), encoding="utf-8")
     given = env.get("PYTEST_ADDOPTS", "").strip()
     path = env.get("PYTHONPATH", "")
     return {**env, "PYTEST_ADDOPTS": f"{given} -p {PLUGIN}".strip(), LIST_VARIABLE: str(listed),

@@ -22,10 +22,8 @@ from orchestrator.checks.verify import CommandResult, Verdict, combine, run_comm
 from orchestrator.git.repo import RepoError
 from orchestrator.judging.export import JudgeTree
 from orchestrator.judging.outcomes import FAILED, PASSED, asking_for_report, read_report, refused_report
-from orchestrator.judging.selection import Mode, selecting
+from orchestrator.judging.selection import Selection, selecting
 from reflection.redact import redact
-
-Selection = tuple[Mode, frozenset[str]]
 
 
 @dataclass(frozen=True)
@@ -62,14 +60,14 @@ class Run:
 async def run_checks(judge: JudgeTree, tree: str, checks: CheckSettings, setup: Sequence[str] = (),
                      *, every_step: bool = False, select: Selection | None = None) -> Run:
     """Check `tree` out in the judge's tree and run the checks there; `select`: pytest's tests
-    by id, `only` those or all `except` them (judging/selection.py)."""
+    by id, those `first` or `only` those (judging/selection.py)."""
     started = time.monotonic()
     try:
         await anyio.to_thread.run_sync(judge.check_out, tree)
     except RepoError as exc:
         return Run(tree, Verdict(passed=False, steps=[]), unexported=str(exc))
     env = judge.environment()
-    tests_env = selecting(env, judge.home, *select) if select is not None else env
+    tests_env = selecting(env, judge.home, select) if select is not None else env
     for command in setup:
         step = await run_command(command, judge.path, timeout_s=checks.timeout_s, env=env,
                                  output_cap_bytes=checks.output_cap_bytes)

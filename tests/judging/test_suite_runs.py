@@ -1,24 +1,30 @@
 """How often the project's suite runs, counted by the project's own conftest.
 
-A real repository whose conftest appends, at the end of every pytest session, how many
-tests that session ran. Its suite has 8 tests, 2 of them failing before the task (the
-task's). A full run is 8; the failing tests first are 2; the rest without them 6.
+A real repository whose conftest writes a line for every test run, naming its pytest
+session. Its suite has 8 tests, 2 of them failing before the task (the task's). A full
+run is 8; the failing tests run first are 2 more in the same session (10), or 2 alone
+when they decide the verdict.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 
 import pytest
 from projects import do_one_task, events_of, git, make_project, task, tasks_on_disk
 
+# One line per test run, naming its session (a copy of a session, forked, names the same).
 CONFTEST = '''import os
+import uuid
+
+SESSION = uuid.uuid4().hex
 
 
-def pytest_sessionfinish(session):
+def pytest_runtest_call(item):
     with open(os.environ["SUITE_SESSIONS"], "a") as log:
-        log.write(f"{len(session.items)}\\n")
+        log.write(SESSION + "\\n")
 '''
 
 MORE_TESTS = "\n\n".join(f"def test_more_{n}():\n    assert {n} == {n}" for n in range(5)) + "\n"
@@ -39,20 +45,20 @@ NOTE_AGENT = "import pathlib, uuid; pathlib.Path('NOTES.md').write_text(f'add fi
 
 
 def suite_project(repo: Path, home: Path, *, good: int = 1, breaks: bool = False, tasks: list | None = None,
-                  retry: dict | None = None) -> Path:
+                  retry: dict | None = None, files: dict | None = None) -> Path:
     (home / "agent.py").write_text(AGENT)
     command = f"python3 {home / 'agent.py'} {home / 'count'} {good} {int(breaks)} {{prompt_file}}"
     config = {"executor": {"kind": "command", "command": command}, "reflexion": {"useLLM": False, "maxRetries": 3},
               "testCommands": ["python3 -m pytest -q -p no:cacheprovider"], "retry": retry or {}}
     return make_project(repo, [], config=config, tasks=tasks,
-                        files={"conftest.py": CONFTEST, "test_more.py": MORE_TESTS})
+                        files={"conftest.py": CONFTEST, "test_more.py": MORE_TESTS, **(files or {})})
 
 
 @pytest.fixture
 def sessions(tmp_path, monkeypatch):
     log = tmp_path / "sessions.log"
     monkeypatch.setenv("SUITE_SESSIONS", str(log))
-    return lambda: [int(n) for n in log.read_text().split()] if log.exists() else []
+    return lambda: list(collections.Counter(log.read_text().split()).values()) if log.exists() else []
 
 
 @pytest.mark.slow
@@ -62,7 +68,7 @@ def test_a_task_fixed_at_once_runs_the_suite_twice_in_all(git_repo, tmp_path, se
     assert do_one_task(repo) == 0
 
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
-    assert sessions() == [8, 2, 6]  # the base; then the failing tests first, and the rest without them
+    assert sessions() == [8, 10]  # the base; then the failing tests first, and the whole suite in its order
 
 
 @pytest.mark.slow
@@ -71,7 +77,7 @@ def test_a_wrong_fix_is_known_from_the_failing_tests_alone(git_repo, tmp_path, s
 
     assert do_one_task(repo) == 0
 
-    assert sessions() == [8, 2, 2, 6]  # attempt 1: the 2 tests still fail, and the other 6 never ran
+    assert sessions() == [8, 2, 10]  # attempt 1: the 2 tests still fail, and the other 6 never ran
     first = events_of(repo, "verdict")[0]
     assert not first["passed"]
     assert "only the 2 test(s) that failed before or that it changed ran (of 8)" in first["summary"]
@@ -85,10 +91,37 @@ def test_a_broken_test_is_rerun_alone_before_it_is_believed(git_repo, tmp_path, 
 
     assert do_one_task(repo) == 0
 
-    # attempt 1 fixes add and breaks mul: the rest finds it, its rerun alone fails again;
-    # attempt 2 runs it first, with the base's failing tests, then the other 5.
-    assert sessions() == [8, 2, 6, 1, 3, 5]
+    # attempt 1 fixes add and breaks mul: the whole suite finds it, its rerun alone fails
+    # again; attempt 2 runs it first, with the base's failing tests, then the whole suite.
+    assert sessions() == [8, 10, 1, 11]
     assert [e["outcome"] for e in events_of(repo, "verdict")] == ["failed", "passed"]
+
+
+ORDERED_TESTS = '''import calc
+
+SEEN = []
+
+
+def test_mul():
+    SEEN.append("mul")
+    assert calc.mul(3, 4) == 12
+
+
+def test_add():  # passes alone, but never after test_mul: an order-dependent test
+    assert calc.add(2, 3) == 5 and not SEEN
+'''
+
+
+@pytest.mark.slow
+def test_an_order_dependent_test_that_passes_alone_never_passes_the_task(git_repo, tmp_path, sessions):
+    repo = suite_project(git_repo, tmp_path, files={"test_calc.py": ORDERED_TESTS})
+
+    assert do_one_task(repo) != 0
+
+    verdicts = events_of(repo, "verdict")
+    assert verdicts and all(e["outcome"] == "failed" for e in verdicts)  # neither passed nor flaky
+    assert tasks_on_disk(repo)["T-1"]["status"] != "closed"
+    assert sessions() == [7, 8]  # test_add alone first passes; then the suite in its order fails it
 
 
 @pytest.mark.slow
@@ -111,7 +144,7 @@ def test_a_second_task_on_the_judged_tree_takes_its_recorded_run(git_repo, tmp_p
     assert do_one_task(repo, "--task", "T-2") == 0
 
     assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, True]
-    assert sessions() == [8, 2, 6, 8]  # T-2: no base run, then its own run (no test failed before it)
+    assert sessions() == [8, 10, 8]  # T-2: no base run, then its own run (no test failed before it)
     assert tasks_on_disk(repo)["T-2"]["status"] == "closed"
 
 
@@ -146,4 +179,4 @@ def test_overnight_takes_the_tree_the_last_task_was_judged_on(git_repo, tmp_path
     assert overnight_main([str(repo)]) == 0
 
     assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, True]
-    assert sessions() == [8, 2, 6, 2, 6]  # one base run; each task's own run (the 2 failing at the base first)
+    assert sessions() == [8, 8, 8]  # one base run; each task's own run (the 2 failing at the base decide nothing)
