@@ -8,8 +8,9 @@ script, no model). Each case runs three ways, in turns, on fresh copies:
 - `do-one-task` of the code under `--before` (a tree from `git archive`), if given;
 - `do-one-task` of this tree.
 
-It prints, per case, the suite runs (tests run / tests in the suite) and the wall time
-over the loop's, medians of the paired ratios.
+It prints, per case, the suite runs (tests run / tests in the suite, a test run in a
+forked copy of a session counted too), the pytest sessions, and the wall time over the
+loop's, medians of the paired ratios.
 
     .venv/bin/python bench/suite_bench.py [--pairs 3] [--sleep 0.1] [--before /tmp/main]
 """
@@ -27,12 +28,16 @@ import time
 from pathlib import Path
 
 TESTS = 40
+# One line per test run, naming its session (a forked copy of a session names the same).
 CONFTEST = '''import os
+import uuid
+
+SESSION = uuid.uuid4().hex
 
 
-def pytest_sessionfinish(session):
+def pytest_runtest_call(item):
     with open(os.environ["SUITE_SESSIONS"], "a") as log:
-        log.write(f"{len(session.items)}\\n")
+        log.write(SESSION + "\\n")
 '''
 # attempt n writes add() right from the `good`-th attempt on; `breaks`: one test of mul() broken on the first
 AGENT = '''import pathlib, sys
@@ -92,8 +97,8 @@ def goldenloop(code: Path, repo: Path) -> None:
                    capture_output=True, check=False)
 
 
-def measure(side: str, code: Path | None, sleep: float, good: int, breaks: bool) -> tuple[float, float]:
-    """Wall seconds, and suite runs (tests run over the suite's size)."""
+def measure(side: str, code: Path | None, sleep: float, good: int, breaks: bool) -> tuple[float, float, int]:
+    """Wall seconds, suite runs (tests run over the suite's size) and pytest sessions."""
     folder = Path(tempfile.mkdtemp(prefix="suite-bench-"))
     try:
         repo = make_repo(folder, sleep, good, breaks)
@@ -104,8 +109,8 @@ def measure(side: str, code: Path | None, sleep: float, good: int, breaks: bool)
         else:
             goldenloop(code, repo)
         wall = time.monotonic() - started
-        ran = sum(int(n) for n in (folder / "sessions").read_text().split()) if (folder / "sessions").exists() else 0
-        return wall, ran / TESTS
+        lines = (folder / "sessions").read_text().split() if (folder / "sessions").exists() else []
+        return wall, len(lines) / TESTS, len(set(lines))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -120,20 +125,22 @@ def main() -> None:
     here = Path(__file__).resolve().parents[1]
     sides = {"loop": None, **({"before": args.before.resolve()} if args.before else {}), "after": here}
     for case, (good, breaks) in [(c, how) for c, how in CASES.items() if args.case in c]:
-        figures: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
+        figures: dict[str, list[tuple[float, float, int]]] = {side: [] for side in sides}
         for pair in range(args.pairs):
             order = list(sides.items())
             for side, code in order[pair % len(order):] + order[:pair % len(order)]:
                 figures[side].append(measure(side, code, args.sleep, good, breaks))
         loop = figures["loop"]
-        print(f"{case}: loop {statistics.median(w for w, _ in loop):.1f} s, "
-              f"suite runs {statistics.median(r for _, r in loop):.2f}")
+        print(f"{case}: loop {statistics.median(w for w, _, _ in loop):.1f} s, "
+              f"suite runs {statistics.median(r for _, r, _ in loop):.2f}")
         for side in sides:
             if side == "loop":
                 continue
-            ratios = [w / lw for (w, _), (lw, _) in zip(figures[side], loop, strict=True)]
-            runs = statistics.median(r for _, r in figures[side])
-            print(f"  {side}: suite runs {runs:.2f}, wall / loop {statistics.median(ratios):.2f} "
+            ratios = [w / lw for (w, _, _), (lw, _, _) in zip(figures[side], loop, strict=True)]
+            runs = statistics.median(r for _, r, _ in figures[side])
+            sessions = statistics.median(n for _, _, n in figures[side])
+            print(f"  {side}: suite runs {runs:.2f} in {sessions:g} pytest session(s), "
+                  f"wall / loop {statistics.median(ratios):.2f} "
                   f"(pairs {', '.join(f'{r:.2f}' for r in ratios)})")
 
 
