@@ -39,6 +39,7 @@ from orchestrator.budget import SpendLimit
 from orchestrator.checks.convergence import StopReason
 from orchestrator.git.repo import Repo
 from orchestrator.judging.combined import combined_failure, combined_reason
+from orchestrator.judging.test_paths import DEFAULT_TEST_GLOBS, is_test_path
 from orchestrator.layout import Layout
 from orchestrator.loop.outcome import TaskOutcome
 from orchestrator.recovery import landing
@@ -339,8 +340,12 @@ class RepoRun:
         """Why the checks fail on the task's commits on top of the tasks that landed since it
         started (`orchestrator.checks.combined`); None when they pass."""
         session = self.session
+        changed = (await anyio.to_thread.run_sync(functools.partial(
+            session.repo.git, "diff", "--name-only", "-z", "--no-renames", tree.base, onto.head))).split("\0")
+        globs = tuple(session.config.retry.test_globs or DEFAULT_TEST_GLOBS)
         run = await combined_failure(session.repo, session.wiring.judges, session.config, onto.head,
-                                     project_dir=session.project_dir, task_id=task.id, allowed=outcome.others)
+                                     project_dir=session.project_dir, task_id=task.id, allowed=outcome.others,
+                                     first=[p for p in changed if p and is_test_path(p, globs)])
         if run is None:
             return None
         branch = self.worktrees.branch_name()

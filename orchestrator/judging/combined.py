@@ -20,21 +20,28 @@ from orchestrator.config import ProjectConfig
 from orchestrator.git.repo import Repo
 from orchestrator.judging.export import JudgeTrees
 from orchestrator.judging.judge import Ground
+from orchestrator.judging.selection import Selection
 from orchestrator.judging.sessions import Run
 from orchestrator.processes import session_started
 from orchestrator.recovery.journal import EarlySessions
 
 
 async def combined_failure(repo: Repo, judges: JudgeTrees, config: ProjectConfig, commit: str, *,
-                           project_dir: Path, task_id: str, allowed: Collection[str] = ()) -> Run | None:
+                           project_dir: Path, task_id: str, allowed: Collection[str] = (),
+                           first: Collection[str] = ()) -> Run | None:
     """The run of the checks on `commit` (the task's commits on the new tip) when it fails
-    on more than `allowed` (the task's base's failures that were not its own); else None."""
+    on more than `allowed` (the task's base's failures that were not its own); else None.
+    `first`: the test files the task and the tasks that landed changed, run first when
+    pytest runs them (judging/selection.py): one of their tests failing that is not
+    allowed to ends the run, else the whole suite runs in its own order."""
     tree = await anyio.to_thread.run_sync(repo.tree_of, commit)
+    probe = first and config.retry.failing_first and len(config.checks.tests) == 1
+    select = Selection("first", frozenset(first), frozenset(first), frozenset(allowed)) if probe else None
     early = EarlySessions(project_dir, task_id)  # a kill must not leave them running
     recording = session_started.set(early.add)
     try:
         with judges.lease() as judge_tree:
-            run = await Ground.of(repo, judge_tree, config).run(tree)
+            run = await Ground.of(repo, judge_tree, config).run(tree, select=select)
     finally:
         session_started.reset(recording)
         early.end()

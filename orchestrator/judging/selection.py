@@ -10,7 +10,8 @@ that variable. Two modes:
   the interpreter's state is left as collection made it). When one of the `stop` tests
   fails there, those runs are reported as the session's and nothing else runs: the
   verdict is known. Else they are forgotten, and the whole suite runs in its own order,
-  in the untouched session, exactly as the command runs it without goldenloop. So the
+  in the untouched session, exactly as the command runs it without goldenloop. A failing
+  test listed as `allowed` (an old failure the landing check accepts) ends nothing. So the
   order decides only how soon a failure is known: a pass is always the suite's own run,
   and a test that fails alone but passes after the others (an order-dependent test) fails
   the attempt, as it would where the suite runs in another order.
@@ -98,11 +99,11 @@ def pytest_runtestloop(session):
     if (listed is None or listed["mode"] != "first" or not hasattr(os, "fork") or session.testsfailed
             or session.config.option.collectonly):
         return None
-    ids, stop = set(listed["ids"]), set(listed["stop"])
+    ids, stop, allowed = set(listed["ids"]), set(listed["stop"]), set(listed["allowed"])
     items = [item for item in session.items if _named(item, ids)]
     runs = _probe(session, items) if items else None
     if runs is None or not any(data.get("outcome") == "failed" for item, reports in zip(items, runs)
-                               if _named(item, stop) for data in reports):
+                               if _named(item, stop) and item.nodeid not in allowed for data in reports):
         return None  # the whole suite, in its own order, in a session the probes never touched
     config = session.config
     for item, reports in zip(items, runs):
@@ -117,12 +118,13 @@ def pytest_runtestloop(session):
 
 @dataclass(frozen=True)
 class Selection:
-    """pytest's tests by id: `first` (those, alone, before the whole suite; a failing
-    `stop` test ends the session) or `only` those."""
+    """pytest's tests by id (or file): `first` (those, alone, before the whole suite; a
+    failing `stop` test not `allowed` to fail ends the session) or `only` those."""
 
     mode: Mode
     ids: frozenset[str]
     stop: frozenset[str] = field(default_factory=frozenset)
+    allowed: frozenset[str] = field(default_factory=frozenset)
 
 
 def selecting(env: Mapping[str, str], home: Path, selection: Selection) -> dict[str, str]:
@@ -132,7 +134,8 @@ def selecting(env: Mapping[str, str], home: Path, selection: Selection) -> dict[
     (folder / f"{PLUGIN}.py").write_text(_SOURCE)
     listed = home / "selection.json"
     listed.write_text(json.dumps({"mode": selection.mode, "ids": sorted(selection.ids),
-                                  "stop": sorted(selection.stop)}), encoding="utf-8")
+                                  "stop": sorted(selection.stop),
+                                  "allowed": sorted(selection.allowed)}), encoding="utf-8")
     given = env.get("PYTEST_ADDOPTS", "").strip()
     path = env.get("PYTHONPATH", "")
     return {**env, "PYTEST_ADDOPTS": f"{given} -p {PLUGIN}".strip(), LIST_VARIABLE: str(listed),
