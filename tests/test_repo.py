@@ -366,6 +366,27 @@ def test_snapshot_round_trip_brings_an_attempt_back(project: Path) -> None:
     assert (project / "empty.txt").read_text() == ""
 
 
+def test_a_judged_tree_s_patch_is_the_snapshot_of_what_its_commit_holds(project: Path) -> None:
+    """A passing attempt's patch comes from the tree it was judged on: two trees compared,
+    the same changes a snapshot of its files gives, and they bring the attempt back."""
+    repo = Repo(project)
+    base, before = repo.head(), repo.untracked()
+    _attempt(project)
+    (project / "logo.bin").write_bytes(bytes(range(256)) * 4)
+    changed = repo.changed_files(base, before)
+    expected = {p: (project / p).read_bytes() for p in ("src/app.py", "pkg/sub/new.py", "logo.bin")}
+
+    patch = repo.tree_patch(base, repo.tree_with(changed), changed)
+    assert "deleted file mode" in patch and "GIT binary patch" in patch and "+NEW = 1" in patch
+    repo.restore(base, before)
+    repo.apply_snapshot(patch)
+
+    assert repo.changed_files(base, before) == changed
+    assert {p: (project / p).read_bytes() for p in expected} == expected
+    assert not (project / "src" / "old.py").exists()
+    assert repo.tree_patch(base, repo.tree_with([]), []) == ""
+
+
 def test_a_snapshot_never_holds_what_the_user_staged_and_round_trips_whatever_the_index_says(project: Path) -> None:
     """The patch is a diff of the base against the working tree on a copy of the user's
     index: what is staged there (the user's work, an agent's `git add` or `git rm --cached`)

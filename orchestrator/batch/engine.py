@@ -168,9 +168,13 @@ class RepoRun:
             await self.end(task.id)
 
     async def end(self, label: str) -> None:
-        """The worktrees removed and the backlog committed, however the run ends. Parallel
-        workers share one bookkeeping commit: one per task would serialise them on the main
-        checkout and force a rebase each."""
+        """The worktrees removed and the backlog committed, however the run ends: one
+        bookkeeping commit per run, whatever the workers (one per task would serialise
+        parallel workers on the main checkout, and costs a commit's git work per task).
+        Each task's state is on disk as it ends (the board's atomic, durable writes); a
+        run killed before this commit leaves it uncommitted, and the next run's commit
+        takes it (orchestrator/git/bookkeeping.py: a killed run's task states are
+        goldenloop's)."""
         with anyio.CancelScope(shield=True):
             await self.on_main(self.remove_worktrees)
             await self.on_main(self.session.commit_bookkeeping, label)
@@ -204,8 +208,6 @@ class RepoRun:
             finally:
                 self.running.discard(task.id)
             self.record(outcome)
-            if self.parallel == 1:  # alone on the checkout: the backlog committed task by task
-                await self.on_main(self.session.commit_bookkeeping, task.id)
             if outcome.status == "usage_limit":
                 await self.wait_out_limit(outcome)
 

@@ -231,8 +231,10 @@ async def judge(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> tuple
     if judged.passed and not s.changed and not s.task.verification_only:
         judged = Judgement("no_change", NO_CHANGE, failure=NO_CHANGE, tree=judged.tree)
     s.log_verdict(verdict, judged)
-    if judged.passed:  # the patch of exactly what would be committed: the files `guard` listed
-        a.patch = s.latest_patch = a.patch if a.patch is not None else await s.tree.snapshot(s.changed)
+    if judged.passed:  # the patch of exactly what would be committed: the tree judged, against the base
+        if a.patch is None:
+            a.patch = await (s.tree.patch_of(judged.tree, s.changed) if judged.tree else s.tree.snapshot(s.changed))
+        s.latest_patch = a.patch
         return verdict, judged
     if s.p.config.reflections_by_model:  # a reflection is seconds away: litellm's import starts now
         preload_litellm()

@@ -50,6 +50,10 @@ class SubtaskTree:
         """The attempt's patch; of `paths` when the caller knows what it changed."""
         return await git(self.p.repo.snapshot, self.base, self.before, paths)
 
+    async def patch_of(self, tree: str, paths: list[str]) -> str:
+        """The patch of a judged tree object, of the `paths` it changed: what its commit holds."""
+        return await git(self.p.repo.tree_patch, self.base, tree, paths)
+
     async def unhide(self) -> list[str]:
         """Paths an attempt told git not to look at (skip-worktree, assume-unchanged), shown
         to git again, so that their edits are seen and judged; returns them."""

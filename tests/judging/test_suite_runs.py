@@ -180,3 +180,7 @@ def test_overnight_takes_the_tree_the_last_task_was_judged_on(git_repo, tmp_path
 
     assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, True]
     assert sessions() == [8, 8, 8]  # one base run; each task's own run (the 2 failing at the base decide nothing)
+    bookkeeping = [s for s in git(repo, "log", "--format=%s").splitlines() if s.endswith("goldenloop bookkeeping")]
+    assert len(bookkeeping) == 1  # one bookkeeping commit for the run, not one per task
+    assert all(t["status"] == "closed" for t in tasks_on_disk(repo).values())
+    assert git(repo, "status", "--porcelain", "--", ".openagents/tasks.jsonl") == ""  # the board committed
