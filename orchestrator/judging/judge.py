@@ -214,10 +214,13 @@ class Judge:
         (judging/selection.py). The order decides only how soon a verdict is known."""
         old_tree = self.trees.old_tests(tree, side)
         first, stop = self._first(base, tree)
-        run = await self.g.run(old_tree, select=Selection("first", first, stop) if first else None)
+        passed = frozenset(t for t, o in base.outcomes.items()  # failing now: run again alone, in the session
+                           if o == PASSED) if self.g.retry.flaky_reruns else frozenset()
+        by_id = self._by_id(base)
+        run = await self.g.run(old_tree, select=Selection("first", first, stop, again=passed) if by_id else None)
         self.failed_last = run.failing()[0]
         if not first or not run.reported or not set(run.outcomes) <= first:  # the whole suite ran
-            if first:
+            if by_id:
                 await self.g.record(old_tree, run)
             return run
         settled = await self._settled(base, tree, run, first)
@@ -280,7 +283,12 @@ class Judge:
 
     async def _ids_again(self, run: Run, ids: tuple[str, ...], *, reruns: int) -> Run | None:
         """`ids` run again, alone, up to `reruns` times: the run (with the rest of `run`'s
-        outcomes) where one of them failed again, None when they passed every time."""
+        outcomes) where one of them failed again, None when they passed every time. The first
+        rerun is the one `run`'s own session made at its end, when it made one of each."""
+        if reruns and ids and all(t in run.again for t in ids):
+            if any(run.again[t] != PASSED for t in ids):
+                return run
+            reruns -= 1
         for _ in range(reruns):
             again = await self.g.run(run.tree, tests_only=True, select=Selection("only", frozenset(ids)))
             if not again.reported or any(again.outcomes.get(t) != PASSED for t in ids):

@@ -15,6 +15,10 @@ that variable. Two modes:
   order decides only how soon a failure is known: a pass is always the suite's own run,
   and a test that fails alone but passes after the others (an order-dependent test) fails
   the attempt, as it would where the suite runs in another order.
+- `again` (with either): a listed test that failed in the session runs once more, alone,
+  in a fork, when the session ends (when no other test failed, and at most 10 did); how
+  it did is written beside the list, never reported as the session's. A flaky check
+  learns from it that a test fails again alone without a session of its own.
 - `only`: only the listed tests (by id, or by file for a file that could not be
   collected); the others are reported deselected, as `-k` does.
 
@@ -40,6 +44,9 @@ import os
 
 import pytest
 from _pytest.runner import runtestprotocol
+
+FAILED = set()
+AGAIN_AT_MOST = 10
 
 
 def _listed():
@@ -113,6 +120,31 @@ def pytest_runtestloop(session):
                 report=config.hook.pytest_report_from_serializable(config=config, data=data))
         item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
+
+
+def pytest_runtest_logreport(report):
+    if report.failed:
+        FAILED.add(report.nodeid)
+
+
+@pytest.hookimpl(specname="pytest_runtestloop", hookwrapper=True)
+def rerun_failed_alone(session):
+    yield
+    listed = _listed()
+    if listed is None or not listed["again"] or not hasattr(os, "fork"):
+        return
+    again = set(listed["again"])
+    items = [item for item in session.items if item.nodeid in FAILED and item.nodeid in again]
+    if len(items) > AGAIN_AT_MOST or FAILED - again:  # not chance anyway, or too many to be
+        return
+    runs = _probe(session, items) if items else None
+    if runs is None:
+        return
+    seen = {item.nodeid: [data.get("outcome") for data in reports] for item, reports in zip(items, runs)}
+    outcomes = {test: "failed" if "failed" in said else "skipped" if "skipped" in said else "passed"
+                for test, said in seen.items()}
+    with open(listed["again_out"], "w", encoding="utf-8") as out:
+        json.dump(outcomes, out)
 '''
 
 
@@ -125,6 +157,7 @@ class Selection:
     ids: frozenset[str]
     stop: frozenset[str] = field(default_factory=frozenset)
     allowed: frozenset[str] = field(default_factory=frozenset)
+    again: frozenset[str] = field(default_factory=frozenset)  # failed: run again alone at the session's end
 
 
 def selecting(env: Mapping[str, str], home: Path, selection: Selection) -> dict[str, str]:
@@ -133,10 +166,26 @@ def selecting(env: Mapping[str, str], home: Path, selection: Selection) -> dict[
     folder.mkdir(exist_ok=True)
     (folder / f"{PLUGIN}.py").write_text(_SOURCE)
     listed = home / "selection.json"
+    again_at(home).unlink(missing_ok=True)
     listed.write_text(json.dumps({"mode": selection.mode, "ids": sorted(selection.ids),
-                                  "stop": sorted(selection.stop),
-                                  "allowed": sorted(selection.allowed)}), encoding="utf-8")
+                                  "stop": sorted(selection.stop), "allowed": sorted(selection.allowed),
+                                  "again": sorted(selection.again), "again_out": str(again_at(home))}),
+                      encoding="utf-8")
     given = env.get("PYTEST_ADDOPTS", "").strip()
     path = env.get("PYTHONPATH", "")
     return {**env, "PYTEST_ADDOPTS": f"{given} -p {PLUGIN}".strip(), LIST_VARIABLE: str(listed),
             "PYTHONPATH": os.pathsep.join([*([path] if path else []), str(folder)])}
+
+
+def again_at(home: Path) -> Path:
+    """Where the session writes how the `again` tests it ran once more alone did."""
+    return home / "again.json"
+
+
+def read_again(home: Path) -> dict[str, str]:
+    """The `again` tests' reruns in the session just ended: test id -> passed | failed | skipped."""
+    try:
+        found = json.loads(again_at(home).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}

@@ -22,7 +22,7 @@ from orchestrator.checks.verify import CommandResult, Verdict, combine, run_comm
 from orchestrator.git.repo import RepoError
 from orchestrator.judging.export import JudgeTree
 from orchestrator.judging.outcomes import FAILED, PASSED, asking_for_report, read_report, refused_report
-from orchestrator.judging.selection import Selection, selecting
+from orchestrator.judging.selection import Selection, read_again, selecting
 from reflection.redact import redact
 
 
@@ -37,6 +37,7 @@ class Run:
     singles: tuple[Verdict, ...] = ()  # each command's own verdict, in order
     setup_failed: CommandResult | None = None  # a `checks.setup` command that failed: nothing else ran
     unexported: str | None = None  # why the tree could not be written out (a corrupt object): nothing ran
+    again: Mapping[str, str] = field(default_factory=dict)  # failed tests run once more alone, in the session
 
     @property
     def passing(self) -> frozenset[str]:
@@ -92,7 +93,9 @@ async def run_checks(judge: JudgeTree, tree: str, checks: CheckSettings, setup: 
         elif not single.passed and not every_step:
             break
     ran_tests = any(s.steps and s.steps[-1].kind == "test" for s in singles)
-    return Run(tree, combine(singles, time.monotonic() - started), outcomes, reported and ran_tests, tuple(singles))
+    again = read_again(judge.home) if select is not None and select.again else {}
+    return Run(tree, combine(singles, time.monotonic() - started), outcomes, reported and ran_tests, tuple(singles),
+               again=again)
 
 
 def _merged(known: Mapping[str, str], found: Mapping[str, str]) -> dict[str, str]:

@@ -91,9 +91,10 @@ def test_a_broken_test_is_rerun_alone_before_it_is_believed(git_repo, tmp_path, 
 
     assert do_one_task(repo) == 0
 
-    # attempt 1 fixes add and breaks mul: the whole suite finds it, its rerun alone fails
-    # again; attempt 2 runs it first, with the base's failing tests, then the whole suite.
-    assert sessions() == [8, 10, 1, 11]
+    # attempt 1 fixes add and breaks mul: the whole suite finds it, and its rerun alone at
+    # the session's end fails again (no session of its own); attempt 2 runs it first, with
+    # the base's failing tests, then the whole suite.
+    assert sessions() == [8, 11, 11]
     assert [e["outcome"] for e in events_of(repo, "verdict")] == ["failed", "passed"]
 
 
