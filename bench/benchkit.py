@@ -21,31 +21,34 @@ from pathlib import Path
 STACK_FLOOR = "from pydantic import BaseModel\nimport anyio\nimport asyncio"
 
 
-# One task's git work as goldenloop's guarantees have it, by hand in a shell: define
-# `guarded_task FILE MESSAGE` (run in the repository; $T: a scratch folder). The user's
-# files listed before and after the agent (never mixed into a commit), the attempt's
-# output held in git's objects (no undo loses it), its binary-safe patch (the attempt's
-# history), a commit of exactly its paths on a private index handed over as the user's,
-# and the task board's own commit. The least git a task takes while keeping them: the
-# plumbing floor that F1 and F2 are read against. HEAD is read from its file, as
-# goldenloop reads it; the agent and the test command run in a shell each, as there.
+# One task's git work as goldenloop's guarantees have it, by hand in a shell, the least git
+# needs for them: define `guarded_task FILE MESSAGE` (run in the repository; $T: a scratch
+# folder) and `guarded_bookkeeping MESSAGE`. The user's files listed before and after the
+# agent (never mixed into a commit), the attempt's output held in git's objects (no undo
+# loses it), the tree it is judged on and committed as, made once on a private index; a
+# commit of that tree handed over as the user's index; its binary-safe patch (the
+# attempt's history) from two trees, with no index; and the task board's own commit, once
+# per run (`guarded_bookkeeping`; the board's state is on disk meanwhile). 8 git processes
+# a task and 5 a run (14 a task before, with a bookkeeping commit each and the patch from
+# an index): the plumbing floor that F1 and F2 are read against. HEAD is read from its
+# file, as goldenloop reads it; the agent and the test command run in a shell each.
 GUARDED_TASK = r"""
+G="git --no-optional-locks"
 guarded_task() {
-  G="git --no-optional-locks"
   $G status --porcelain=v1 -z --untracked-files=all --no-renames >/dev/null
   sh -c 'echo hello > "$0"' "$1"
   $G status --porcelain=v1 -z --untracked-files=all --no-renames >/dev/null
   sh -c true
   printf '%s\n' "$1" | $G hash-object -w --no-filters --stdin-paths >/dev/null
   read -r head < .git/refs/heads/main
-  cp -p .git/index "$T/diff"
-  GIT_INDEX_FILE="$T/diff" $G add --intent-to-add --force -- "$1"
-  GIT_INDEX_FILE="$T/diff" $G diff --binary "$head" -- "$1" >/dev/null
   commit_paths "$head" "$2" "$1"
+  $G diff --no-color --binary "$head" "$tree" -- "$1" >/dev/null
   echo "$1: closed" >> .openagents/board.txt
+}
+guarded_bookkeeping() {
   $G status --porcelain=v1 -z --untracked-files=all --no-renames -- .openagents/ >/dev/null
   read -r head < .git/refs/heads/main
-  commit_paths "$head" "$2: bookkeeping" .openagents/board.txt
+  commit_paths "$head" "$1: bookkeeping" .openagents/board.txt
 }
 commit_paths() {
   cp -p .git/index "$T/commit"

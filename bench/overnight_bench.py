@@ -88,6 +88,7 @@ T=$(mktemp -d)
 for n in $(seq "$2"); do
   guarded_task "hello_$n.txt" "T-$n: write a file"
 done
+guarded_bookkeeping "run"
 rm -rf "$T"
 """
 

@@ -73,6 +73,7 @@ set -e
 cd "$1"
 T=$(mktemp -d)
 guarded_task hello.txt "T-1: write hello.txt"
+guarded_bookkeeping "T-1"
 rm -rf "$T"
 """
 
