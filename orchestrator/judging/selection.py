@@ -127,8 +127,13 @@ def pytest_runtest_logreport(report):
         FAILED.add(report.nodeid)
 
 
-@pytest.hookimpl(specname="pytest_runtestloop", hookwrapper=True)
-def rerun_failed_alone(session):
+try:  # a second implementation of the hook needs another name (pluggy 1.2 on)
+    _AFTER_THE_LOOP = pytest.hookimpl(specname="pytest_runtestloop", hookwrapper=True)
+except TypeError:
+    _AFTER_THE_LOOP = None
+
+
+def _then_again(session):
     yield
     listed = _listed()
     if listed is None or not listed["again"] or not hasattr(os, "fork"):
@@ -145,6 +150,10 @@ def rerun_failed_alone(session):
                 for test, said in seen.items()}
     with open(listed["again_out"], "w", encoding="utf-8") as out:
         json.dump(outcomes, out)
+
+
+if _AFTER_THE_LOOP is not None:
+    pytest_runtestloop_then_again = _AFTER_THE_LOOP(_then_again)  # pytest reads only names that start so
 '''
 
 
