@@ -185,3 +185,21 @@ def test_overnight_takes_the_tree_the_last_task_was_judged_on(git_repo, tmp_path
     assert len(bookkeeping) == 1  # one bookkeeping commit for the run, not one per task
     assert all(t["status"] == "closed" for t in tasks_on_disk(repo).values())
     assert git(repo, "status", "--porcelain", "--", ".openagents/tasks.jsonl") == ""  # the board committed
+
+
+@pytest.mark.slow
+def test_two_parallel_tasks_from_one_base_share_its_run(git_repo, tmp_path, sessions):
+    from orchestrator.cli import overnight_main
+
+    notes = [task(n, "Note it", type="chore", description=f"Write it down in NOTES_{n}.md.") for n in ("T-1", "T-2")]
+    repo = suite_project(git_repo, tmp_path, tasks=notes)
+    (tmp_path / "agent.py").write_text(
+        "import pathlib, uuid; pathlib.Path(f'NOTES_{uuid.uuid4().hex}.md').write_text('noted')\n")
+
+    assert overnight_main(["--parallel", "2", str(repo)]) == 0
+
+    assert sorted(e["recorded"] for e in events_of(repo, "preflight")) == [False, True]
+    # One base run for both (the second took the first's record); each task's own run; and
+    # the checks of the second on top of the first, which landed while it ran.
+    assert sessions() == [8, 8, 8, 8]
+    assert all(t["status"] == "closed" for t in tasks_on_disk(repo).values())
