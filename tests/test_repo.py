@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from projects import git
 
-from orchestrator.git.repo import FALLBACK_EMAIL, FALLBACK_NAME, ReplayConflict, Repo, RepoError
+from orchestrator.git.repo import FALLBACK_EMAIL, FALLBACK_NAME, ReplayConflict, Repo, RepoError, tree_patch
 
 
 @pytest.fixture
@@ -376,7 +376,7 @@ def test_a_judged_tree_s_patch_is_the_snapshot_of_what_its_commit_holds(project:
     changed = repo.changed_files(base, before)
     expected = {p: (project / p).read_bytes() for p in ("src/app.py", "pkg/sub/new.py", "logo.bin")}
 
-    patch = repo.tree_patch(base, repo.tree_with(changed), changed)
+    patch = tree_patch(repo, base, repo.tree_with(changed), changed)
     assert "deleted file mode" in patch and "GIT binary patch" in patch and "+NEW = 1" in patch
     repo.restore(base, before)
     repo.apply_snapshot(patch)
@@ -384,7 +384,7 @@ def test_a_judged_tree_s_patch_is_the_snapshot_of_what_its_commit_holds(project:
     assert repo.changed_files(base, before) == changed
     assert {p: (project / p).read_bytes() for p in expected} == expected
     assert not (project / "src" / "old.py").exists()
-    assert repo.tree_patch(base, repo.tree_with([]), []) == ""
+    assert tree_patch(repo, base, repo.tree_with([]), []) == ""
 
 
 def test_a_snapshot_never_holds_what_the_user_staged_and_round_trips_whatever_the_index_says(project: Path) -> None:

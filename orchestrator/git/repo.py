@@ -545,14 +545,6 @@ class Repo(GitPlumbing):
         `paths`: the changed files when the caller has just listed them (a `status` spared)."""
         return self._diff(base, dirty_before, binary=True, paths=paths)
 
-    def tree_patch(self, base: str, tree: str, paths: list[str]) -> str:
-        """What a commit of the tree object `tree` changes of `paths` since `base`, as a
-        `snapshot` is: two trees compared, so no index is made and one git process runs."""
-        if not paths:
-            return ""
-        return self._git("diff", *_DIFF_FLAGS, "--binary", self._commit_sha(base), tree, "--", *sorted(paths),
-                         strip=False)
-
     def apply_snapshot(self, patch: str) -> None:
         """Apply a `snapshot` to the working tree (normally right after `restore`)."""
         if not patch.strip():
@@ -747,3 +739,12 @@ class Repo(GitPlumbing):
         while folder != self.root and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
             folder = folder.parent
+
+
+def tree_patch(repo: GitPlumbing, base: str, tree: str, paths: list[str]) -> str:
+    """What a commit of the tree object `tree` changes of `paths` since `base`, as a
+    `Repo.snapshot` is: two trees compared, so no index is made and one git process runs."""
+    if not paths:
+        return ""
+    return repo._git("diff", *_DIFF_FLAGS, "--binary", repo._commit_sha(base), tree, "--", *sorted(paths),
+                     strip=False)

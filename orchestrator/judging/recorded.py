@@ -59,6 +59,7 @@ class BaselineRecords:
     def __init__(self, project_dir: Path) -> None:
         self.project_dir = project_dir
         self.folder = project_dir / FOLDER / FOLDER_NAME
+        self._contents: dict[str, str] = {}  # tree -> its content digest: a tree never changes
 
     def key(self, repo: GitPlumbing, tree: str, checks: CheckSettings, setup: tuple[str, ...],
             provided: Provided | None) -> dict[str, object]:
@@ -66,13 +67,19 @@ class BaselineRecords:
         return {
             "format": FORMAT,
             "project": str(self.project_dir.resolve()),
-            "content": content_tree(repo, tree),
+            "content": self._content(repo, tree),
             "checks": asdict(checks),
             "setup": list(setup),
             "interpreter": _interpreter(),
             "environment": {name: os.environ.get(name) for name in RUNNER_VARIABLES},
             "provided": _provided_state(provided),
         }
+
+    def _content(self, repo: GitPlumbing, tree: str) -> str:
+        """`content_tree`, once per tree: the base's run is keyed to be read, then to be recorded."""
+        if tree not in self._contents:
+            self._contents[tree] = content_tree(repo, tree)
+        return self._contents[tree]
 
     @asynccontextmanager
     async def held(self, key: Mapping[str, object]) -> AsyncIterator[None]:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import anyio
 
 from orchestrator.git.index_flags import hidden_from_status, show_to_status
+from orchestrator.git.repo import tree_patch
 from orchestrator.loop.parts import LoopParts
 
 DIFF_BYTES = 200_000  # bound on a diff kept in memory or sent anywhere
@@ -52,7 +53,7 @@ class SubtaskTree:
 
     async def patch_of(self, tree: str, paths: list[str]) -> str:
         """The patch of a judged tree object, of the `paths` it changed: what its commit holds."""
-        return await git(self.p.repo.tree_patch, self.base, tree, paths)
+        return await git(tree_patch, self.p.repo, self.base, tree, paths)
 
     async def unhide(self) -> list[str]:
         """Paths an attempt told git not to look at (skip-worktree, assume-unchanged), shown
