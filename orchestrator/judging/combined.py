@@ -31,27 +31,37 @@ async def combined_failure(repo: Repo, judges: JudgeTrees, config: ProjectConfig
                            first: Collection[str] = ()) -> Run | None:
     """The run of the checks on `commit` (the task's commits on the new tip) when it fails
     on more than `allowed` (the task's base's failures that were not its own); else None.
-    `first`: the test files the task and the tasks that landed changed, run first when
-    pytest runs them (judging/selection.py): one of their tests failing that is not
-    allowed to ends the run, else the whole suite runs in its own order."""
+    `first`: the test files the task and the tasks that landed changed; when pytest runs
+    them they run first, in a session of their own, and one of their tests failing that is
+    not allowed to is the answer. Else the whole suite runs in its own order, in the
+    judge's tree written again (judging/selection.py)."""
     tree = await anyio.to_thread.run_sync(repo.tree_of, commit)
-    probe = first and config.retry.failing_first and len(config.checks.tests) == 1
-    select = Selection("first", frozenset(first), frozenset(first), frozenset(allowed)) if probe else None
     early = EarlySessions(project_dir, task_id)  # a kill must not leave them running
     recording = session_started.set(early.add)
     try:
         with judges.lease() as judge_tree:
-            run = await Ground.of(repo, judge_tree, config).run(tree, select=select)
+            ground = Ground.of(repo, judge_tree, config)
+            if first and config.retry.failing_first and len(config.checks.tests) == 1:
+                quick = await ground.run(tree, tests_only=True, select=Selection("only", frozenset(first)))
+                if _blocks(quick, allowed, whole=False):
+                    return quick
+            run = await ground.run(tree)
     finally:
         session_started.reset(recording)
         early.end()
+    return run if _blocks(run, allowed, whole=True) else None
+
+
+def _blocks(run: Run, allowed: Collection[str], *, whole: bool) -> bool:
+    """Whether `run` fails on more than `allowed`; `whole`: it ran every check, so a failure
+    it cannot name by test (a typecheck, a crash) blocks too."""
     if run.verdict.passed:
-        return None
+        return False
     failing, complete = run.failing()
+    if not whole:
+        return run.reported and bool(failing - set(allowed))
     typecheck = any(not s.passed and s.steps and s.steps[-1].kind == "typecheck" for s in run.singles)
-    if run.setup_failed is None and complete and not typecheck and failing <= set(allowed):
-        return None
-    return run
+    return not (run.setup_failed is None and complete and not typecheck and failing <= set(allowed))
 
 
 def combined_reason(run: Run, branch: str, kept_on: str, allowed: Collection[str] = ()) -> str:

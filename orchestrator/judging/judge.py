@@ -208,44 +208,44 @@ class Judge:
 
     async def _old(self, base: Baseline, tree: str, side: list[str]) -> Run | tuple[Verdict, Judgement]:
         """The old tests' run. With `retry.failingFirst`, pytest's tests that failed before and
-        those in the test files the attempt changed run first, alone, in the same session;
+        those in the test files the attempt changed run first, in a session of their own;
         when one whose failure decides the verdict fails (a test the task is about, one that
-        passed at the base) the rest does not run; else the whole suite runs in its own order
-        (judging/selection.py). The order decides only how soon a verdict is known."""
+        passed at the base) the rest does not run. Else the whole suite runs in its own order,
+        in the judge's tree written again: what those few tests wrote there is gone, so the
+        order decides only how soon a verdict is known (judging/selection.py)."""
         old_tree = self.trees.old_tests(tree, side)
-        first, stop = self._first(base, tree)
-        passed = frozenset(t for t, o in base.outcomes.items()  # failing now: run again alone, in the session
-                           if o == PASSED) if self.g.retry.flaky_reruns else frozenset()
+        first = self._first(base, tree)
+        if first:
+            quick = await self.g.run(old_tree, tests_only=True, select=Selection("only", first))
+            self.failed_last = quick.failing()[0]
+            settled = await self._settled(base, tree, quick, first)
+            if settled is not None:
+                return settled
         by_id = self._by_id(base)
-        run = await self.g.run(old_tree, select=Selection("first", first, stop, again=passed) if by_id else None)
+        passed = frozenset(t for t, o in base.outcomes.items()  # failing now: run again alone, as the session ends
+                           if o == PASSED) if by_id and self.g.retry.flaky_reruns else frozenset()
+        run = await self.g.run(old_tree, select=Selection("all", again=passed) if passed else None)
         self.failed_last = run.failing()[0]
-        if not first or not run.reported or not set(run.outcomes) <= first:  # the whole suite ran
-            if by_id:
-                await self.g.record(old_tree, run)
-            return run
-        settled = await self._settled(base, tree, run, first)
-        if settled is not None:
-            return settled
-        run = await self.g.run(old_tree)  # undecided by them (a rerun passed): the whole suite
-        self.failed_last = run.failing()[0]
+        if passed:
+            await self.g.record(old_tree, run)
         return run
 
-    def _first(self, base: Baseline, tree: str) -> tuple[frozenset[str], frozenset[str]]:
+    def _first(self, base: Baseline, tree: str) -> frozenset[str]:
         """The tests to run first: failing at the base or in the last attempt, and in the test
-        files the attempt changed; and those of them whose failure decides a verdict: the
-        task's (in its last subtask) and those that passed at the base. None where pytest did
-        not report the base's tests by id, or several test commands run (each would be told
-        the same ids)."""
+        files the attempt changed; none unless the failure of one of them would decide a
+        verdict (the task's, in its last subtask, or one that passed at the base). None where
+        pytest did not report the base's tests by id, or several test commands run (each
+        would be told the same ids)."""
         if not self._by_id(base):
-            return frozenset(), frozenset()
+            return frozenset()
         touched = [p for p in self.trees.changed(tree) if is_test_path(p, self.g.globs)]
         first = frozenset(t for t, o in base.outcomes.items()
                           if o == FAILED or t in self.failed_last or t.split("::", 1)[0] in touched)
         if len(first) >= len(base.outcomes):
-            return frozenset(), frozenset()
+            return frozenset()
         ours = self.about(touched).tests if self.final else frozenset()
-        stop = frozenset(t for t in first if base.outcomes[t] == PASSED or t in ours)
-        return (first, stop) if stop else (frozenset(), frozenset())  # none could decide: no probe
+        deciding = any(base.outcomes[t] == PASSED or t in ours for t in first)
+        return first if deciding else frozenset()  # none could decide: no run of their own
 
     def _by_id(self, base: Baseline) -> bool:
         """Whether tests may run by id: pytest reported the base's by id, for one test command."""

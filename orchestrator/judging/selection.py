@@ -1,28 +1,23 @@
-"""Some of pytest's tests by id: the failing ones first, in the same session as the rest.
+"""Some of pytest's tests by id, or all of them with a look back at those that broke.
 
 A judged run may learn its verdict from a few tests before the others run (judging/judge.py,
-`Judge._first`). pytest is told which through a plugin of goldenloop's own, written outside
-the judge's tree and loaded with `-p` through `PYTEST_ADDOPTS`, as the JUnit report is
-asked for: whatever the command line, a Makefile or a script that runs pytest, it reads
-that variable. Two modes:
+`Judge._old`): those run first in a pytest session of their own (`only`), in the judge's
+tree, which is written again from git's objects before the next run, so nothing the few
+tests wrote or changed there is seen by the whole suite's run after them. pytest is told
+which through a plugin of goldenloop's own, written outside the judge's tree and loaded
+with `-p` through `PYTEST_ADDOPTS`, as the JUnit report is asked for: whatever the command
+line, a Makefile or a script that runs pytest, it reads that variable. Two modes:
 
-- `first`: once collected, the listed tests run alone in a copy of the session (a fork, so
-  the interpreter's state is left as collection made it). When one of the `stop` tests
-  fails there, those runs are reported as the session's and nothing else runs: the
-  verdict is known. Else they are forgotten, and the whole suite runs in its own order,
-  in the untouched session, exactly as the command runs it without goldenloop. A failing
-  test listed as `allowed` (an old failure the landing check accepts) ends nothing. So the
-  order decides only how soon a failure is known: a pass is always the suite's own run,
-  and a test that fails alone but passes after the others (an order-dependent test) fails
-  the attempt, as it would where the suite runs in another order.
-- `again` (with either): a listed test that failed in the session runs once more, alone,
-  in a fork, when the session ends (when no other test failed, and at most 10 did); how
-  it did is written beside the list, never reported as the session's. A flaky check
-  learns from it that a test fails again alone without a session of its own.
 - `only`: only the listed tests (by id, or by file for a file that could not be
   collected); the others are reported deselected, as `-k` does.
+- `all`: the whole suite, in its own order, exactly as the command runs it without
+  goldenloop.
 
-Where `os.fork` is missing, or collection failed, `first` is the whole run.
+With either, `again`: a listed test that failed in the session runs once more, alone, in
+a fork, when the session ends (when no other test failed, and at most 10 did); how it did
+is written beside the list, never reported as the session's, and the session's run is
+over by then. A flaky check learns from it that a test fails again alone without a
+session of its own. Where `os.fork` is missing there is no such rerun.
 """
 
 from __future__ import annotations
@@ -34,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-Mode = Literal["first", "only"]
+Mode = Literal["only", "all"]
 PLUGIN = "goldenloop_selection"
 LIST_VARIABLE = "GOLDENLOOP_SELECTION"
 
@@ -100,28 +95,6 @@ def _probe(session, items):
         return None
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session):
-    listed = _listed()
-    if (listed is None or listed["mode"] != "first" or not hasattr(os, "fork") or session.testsfailed
-            or session.config.option.collectonly):
-        return None
-    ids, stop, allowed = set(listed["ids"]), set(listed["stop"]), set(listed["allowed"])
-    items = [item for item in session.items if _named(item, ids)]
-    runs = _probe(session, items) if items else None
-    if runs is None or not any(data.get("outcome") == "failed" for item, reports in zip(items, runs)
-                               if _named(item, stop) and item.nodeid not in allowed for data in reports):
-        return None  # the whole suite, in its own order, in a session the probes never touched
-    config = session.config
-    for item, reports in zip(items, runs):
-        item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        for data in reports:
-            item.ihook.pytest_runtest_logreport(
-                report=config.hook.pytest_report_from_serializable(config=config, data=data))
-        item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-    return True
-
-
 def pytest_runtest_logreport(report):
     if report.failed:
         FAILED.add(report.nodeid)
@@ -159,13 +132,11 @@ if _AFTER_THE_LOOP is not None:
 
 @dataclass(frozen=True)
 class Selection:
-    """pytest's tests by id (or file): `first` (those, alone, before the whole suite; a
-    failing `stop` test not `allowed` to fail ends the session) or `only` those."""
+    """`only` pytest's tests by id (or file), or `all` of them; either way, those of
+    `again` that fail run once more alone at the session's end."""
 
     mode: Mode
-    ids: frozenset[str]
-    stop: frozenset[str] = field(default_factory=frozenset)
-    allowed: frozenset[str] = field(default_factory=frozenset)
+    ids: frozenset[str] = field(default_factory=frozenset)
     again: frozenset[str] = field(default_factory=frozenset)  # failed: run again alone at the session's end
 
 
@@ -177,7 +148,6 @@ def selecting(env: Mapping[str, str], home: Path, selection: Selection) -> dict[
     listed = home / "selection.json"
     again_at(home).unlink(missing_ok=True)
     listed.write_text(json.dumps({"mode": selection.mode, "ids": sorted(selection.ids),
-                                  "stop": sorted(selection.stop), "allowed": sorted(selection.allowed),
                                   "again": sorted(selection.again), "again_out": str(again_at(home))}),
                       encoding="utf-8")
     given = env.get("PYTEST_ADDOPTS", "").strip()

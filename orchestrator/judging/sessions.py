@@ -61,7 +61,7 @@ class Run:
 async def run_checks(judge: JudgeTree, tree: str, checks: CheckSettings, setup: Sequence[str] = (),
                      *, every_step: bool = False, select: Selection | None = None) -> Run:
     """Check `tree` out in the judge's tree and run the checks there; `select`: pytest's tests
-    by id, those `first` or `only` those (judging/selection.py)."""
+    by id: `only` those, or `all` (judging/selection.py)."""
     started = time.monotonic()
     try:
         await anyio.to_thread.run_sync(judge.check_out, tree)

@@ -2,8 +2,8 @@
 
 A real repository whose conftest writes a line for every test run, naming its pytest
 session. Its suite has 8 tests, 2 of them failing before the task (the task's). A full
-run is 8; the failing tests run first are 2 more in the same session (10), or 2 alone
-when they decide the verdict.
+run is 8; the failing tests run first are a session of 2 before it, which alone decides
+a failed verdict.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from projects import do_one_task, events_of, git, make_project, task, tasks_on_disk
+from projects import CALC, do_one_task, events_of, git, make_project, task, tasks_on_disk
 
 # One line per test run, naming its session (a copy of a session, forked, names the same).
 CONFTEST = '''import os
@@ -68,7 +68,7 @@ def test_a_task_fixed_at_once_runs_the_suite_twice_in_all(git_repo, tmp_path, se
     assert do_one_task(repo) == 0
 
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
-    assert sessions() == [8, 10]  # the base; then the failing tests first, and the whole suite in its order
+    assert sessions() == [8, 2, 8]  # the base; then the failing tests first, and the whole suite in its order
 
 
 @pytest.mark.slow
@@ -77,7 +77,7 @@ def test_a_wrong_fix_is_known_from_the_failing_tests_alone(git_repo, tmp_path, s
 
     assert do_one_task(repo) == 0
 
-    assert sessions() == [8, 2, 10]  # attempt 1: the 2 tests still fail, and the other 6 never ran
+    assert sessions() == [8, 2, 2, 8]  # attempt 1: the 2 tests still fail, and the other 6 never ran
     first = events_of(repo, "verdict")[0]
     assert not first["passed"]
     assert "only the 2 test(s) that failed before or that it changed ran (of 8)" in first["summary"]
@@ -94,7 +94,7 @@ def test_a_broken_test_is_rerun_alone_before_it_is_believed(git_repo, tmp_path, 
     # attempt 1 fixes add and breaks mul: the whole suite finds it, and its rerun alone at
     # the session's end fails again (no session of its own); attempt 2 runs it first, with
     # the base's failing tests, then the whole suite.
-    assert sessions() == [8, 11, 11]
+    assert sessions() == [8, 2, 9, 3, 8]
     assert [e["outcome"] for e in events_of(repo, "verdict")] == ["failed", "passed"]
 
 
@@ -122,7 +122,47 @@ def test_an_order_dependent_test_that_passes_alone_never_passes_the_task(git_rep
     verdicts = events_of(repo, "verdict")
     assert verdicts and all(e["outcome"] == "failed" for e in verdicts)  # neither passed nor flaky
     assert tasks_on_disk(repo)["T-1"]["status"] != "closed"
-    assert sessions() == [7, 8]  # test_add alone first passes; then the suite in its order fails it
+    assert sessions() == [7, 1, 7]  # test_add alone first passes; then the suite in its order fails it
+
+
+# A fix whose code needs a file that only its own tests leave behind: add() logs each call
+# to add.log in the working folder, and total() reads that log. A test of total() that
+# runs before any test of add(), as in the suite's own order, finds no log and fails.
+LOGGED_CALC = '''import pathlib
+
+
+def add(a, b):
+    with open("add.log", "a") as log:
+        log.write("add\\n")
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+
+
+def total():
+    return len(pathlib.Path("add.log").read_text().split()) * 0
+'''
+
+EARLY_TEST = "import calc\n\n\ndef test_total():\n    assert calc.total() == 0\n"
+
+
+@pytest.mark.slow
+def test_what_the_failing_tests_wrote_first_is_gone_before_the_whole_suite_runs(git_repo, tmp_path, sessions):
+    base_calc = CALC + "\n\ndef total():\n    return 0\n"
+    repo = suite_project(git_repo, tmp_path, files={"test_a_early.py": EARLY_TEST, "calc.py": base_calc})
+    (tmp_path / "logged_calc.py").write_text(LOGGED_CALC)
+    (tmp_path / "agent.py").write_text(
+        f"import pathlib, shutil; shutil.copy({str(tmp_path / 'logged_calc.py')!r}, 'calc.py')\n")
+
+    assert do_one_task(repo) != 0  # in a clean clone, `pytest` fails test_total: so must every verdict
+
+    verdicts = events_of(repo, "verdict")
+    assert verdicts and all(e["outcome"] == "failed" for e in verdicts)
+    assert "test_a_early.py::test_total" in verdicts[0]["summary"]
+    assert tasks_on_disk(repo)["T-1"]["status"] != "closed"
+    assert "add.log" not in git(repo, "log", "--all", "--name-only", "--format=")
 
 
 @pytest.mark.slow
@@ -145,7 +185,7 @@ def test_a_second_task_on_the_judged_tree_takes_its_recorded_run(git_repo, tmp_p
     assert do_one_task(repo, "--task", "T-2") == 0
 
     assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, True]
-    assert sessions() == [8, 10, 8]  # T-2: no base run, then its own run (no test failed before it)
+    assert sessions() == [8, 2, 8, 8]  # T-2: no base run, then its own run (no test failed before it)
     assert tasks_on_disk(repo)["T-2"]["status"] == "closed"
 
 
