@@ -192,3 +192,15 @@ def test_adaptive_and_fresh_together_are_refused_with_one_sentence() -> None:
 
     with pytest.raises(ConfigError, match='"adaptive" and retry.fresh cannot both be set'):
         check_config({"modelTemperature": 0.8, "retry": {"strategy": "adaptive", "fresh": True}})
+
+
+def test_a_reply_with_neither_keeps_the_heuristic_reflection_and_the_loop_goes_on(git_repo: Path) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD},
+               {"match": "Attempt 1 failed", "reply": "I am not sure what else to try here."},
+               {"match": "Attempt 2 could not be applied", "reply": REPAIR}]
+    repo = make_project(git_repo, replies, config=ONE_CALL)
+
+    assert do_one_task(repo) == 0
+
+    assert [a["outcome"] for a in attempts(repo)] == ["failed", "edit_failed", "passed"]
+    assert [(r["attemptNumber"], r["source"]) for r in reflection_lines(repo)] == [(1, "heuristic"), (2, "heuristic")]
