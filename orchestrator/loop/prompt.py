@@ -61,23 +61,6 @@ class AttemptPrompt:
         return "\n\n".join(part for part in (self.stable, self.latest) if part)
 
 
-def attempt_prompt(
-    task: Task,
-    plan: SubtaskPlan,
-    subtask: Subtask,
-    *,
-    last: LastAttempt | None = None,
-    reflections: str = "",
-    notes: str = "",
-    lessons: str = "",
-    rules: str = "",
-    checks: str = "",
-) -> str:
-    """The whole prompt of an attempt (see `attempt_parts`)."""
-    return attempt_parts(task, plan, subtask, last=last, reflections=reflections, notes=notes, lessons=lessons,
-                         rules=rules, checks=checks).text
-
-
 def attempt_parts(
     task: Task,
     plan: SubtaskPlan,
