@@ -255,7 +255,10 @@ class RetryConfig(_ConfigModel):
     # regression). "tree": a small search (orchestrator/loop/search.py): `tree_width`
     # candidate attempts from one starting tree, then the best-scoring one expanded, at
     # most `tree_depth` levels deep; the attempts are bounded by reflexion.maxRetries alike.
-    strategy: Literal["linear", "tree"] = "linear"
+    # "adaptive": after each failure, repair it or start afresh from the base (told how it
+    # failed and the reflections, not shown its code), chosen by the failure's class and the
+    # project's record of which choice solved that class (orchestrator/loop/retry_choice.py).
+    strategy: Literal["linear", "tree", "adaptive"] = "linear"
     tree_width: int = Field(default=2, ge=2, le=4)
     tree_depth: int = Field(default=2, ge=1, le=4)
 
@@ -264,6 +267,10 @@ class RetryConfig(_ConfigModel):
         if self.strategy == "tree" and self.fresh:  # one would silently override the other
             raise ValueError('retry.strategy "tree" and retry.fresh cannot both be set: the tree search builds '
                              "on failed candidates, fresh samples start over each time; choose one")
+        if self.strategy == "adaptive" and self.fresh:
+            raise ValueError('retry.strategy "adaptive" and retry.fresh cannot both be set: "adaptive" chooses '
+                             "between a repair and a fresh start after each failure, retry.fresh always starts "
+                             "fresh; choose one")
         return self
 
 

@@ -64,6 +64,10 @@ class Layout:
         return self.root / "memory" / "edit-formats.json"
 
     @property
+    def retry_choices(self) -> Path:
+        return self.root / "memory" / "retry-choices.json"
+
+    @property
     def lock(self) -> Path:
         return self.root / "agent.lock"
 

@@ -7,6 +7,7 @@ the kill the user works on; the rerun must undo only what the killed attempt did
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from projects import CALC, do_one_task, git, make_project, tasks_on_disk
+from projects import CALC, FIX_ADD, WRONG_ADD, do_one_task, git, make_project, reflection_lines, tasks_on_disk
 
 pytestmark = pytest.mark.slow
 PY = sys.executable
@@ -387,3 +388,25 @@ def test_a_kill_during_a_review_revision_loses_neither_the_tree_nor_the_passing_
     passing = repo / ".openagents" / "history" / "T-1" / "T-1.1.attempt-1.patch"
     assert "+    except:" in passing.read_text()  # the killed run's passing version is still on disk
     assert tasks_on_disk(repo)["T-1"]["status"] == "closed"
+
+
+def test_a_kill_before_the_retry_writes_its_reflection_leaves_it_to_the_next_run(git_repo: Path) -> None:
+    # reflexion.oneCall: attempt 1's reflection is to come with attempt 2's reply, which hangs
+    hanging = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": "", "delay": 600}]
+    repo = make_project(git_repo, hanging, config={"reflexion": {"oneCall": True}, "retry": {"preflight": False}})
+    plan = repo / ".openagents" / "subtasks" / "T-1.json"
+    first = start(repo)
+    deadline = time.monotonic() + WAIT_S
+    while '"pendingReflection": {' not in (plan.read_text() if plan.exists() else ""):
+        assert first.poll() is None and time.monotonic() < deadline, "attempt 1 never failed"
+        time.sleep(0.05)
+    kill(first)
+    fixing = {"replies": [{"match": "Task T-1", "reply": FIX_ADD}]}
+    (repo / ".openagents" / "script.json").write_text(json.dumps(fixing))
+
+    assert do_one_task(repo) == 0
+
+    [line] = [r for r in reflection_lines(repo) if r.get("attemptNumber") == 1]
+    assert line["source"] == "heuristic" and "test_add_negative" in line["analysis"] + line["suggestion"]
+    attempts = json.loads(plan.read_text())["subtasks"][0]
+    assert attempts["attempts"][0]["reflectionId"] == line["id"] and attempts.get("pendingReflection") is None

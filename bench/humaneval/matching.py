@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from bench.humaneval.results import ProblemResult, ResultFile
 
-BUDGET_MODE, SAMPLED_MODE = "reflexion", "resample"
+SAMPLED_MODE = "resample"
+REPAIR_MODES = ("reflexion", "reflexion1", "adaptive")  # each held against resampling, in this order
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,16 @@ def within_total(results: list[ProblemResult], budget: int) -> tuple[int, int]:
 
 
 def matched_rows(results: ResultFile) -> list[Matched]:
-    """reflexion, resample as run, and resample given reflexion's total tokens (breadth-first);
-    empty unless the file holds both modes with a problem in common."""
-    budget_mode, sampled_mode = results.modes.get(BUDGET_MODE), results.modes.get(SAMPLED_MODE)
+    """For each repair mode the file holds: it, resample as run, and resample given its total
+    tokens (breadth-first); over the problems both finished."""
+    rows: list[Matched] = []
+    for mode in REPAIR_MODES:
+        rows += _matched(results, mode)
+    return rows
+
+
+def _matched(results: ResultFile, budget_name: str) -> list[Matched]:
+    budget_mode, sampled_mode = results.modes.get(budget_name), results.modes.get(SAMPLED_MODE)
     if budget_mode is None or sampled_mode is None:
         return []
     both = [p for p in results.selection if p in budget_mode.problems and p in sampled_mode.problems]

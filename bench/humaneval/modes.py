@@ -78,6 +78,10 @@ MODES: dict[str, Mode] = {
 # written by the retry's own reply (reflexion.oneCall).
 ONE_CALL = Mode(name="reflexion1", label="reflexion, one call per retry", reflexion=True,
                 max_retries=MAX_ATTEMPTS - 1, one_call=True)
+# Opt-in (`--modes ...,adaptive`): one call per retry, each failure repaired or started
+# afresh by its class and the record (retry.strategy "adaptive").
+ADAPTIVE = Mode(name="adaptive", label="adaptive: repair or resample", reflexion=True,
+                max_retries=MAX_ATTEMPTS - 1, one_call=True, strategy="adaptive")
 # Not goldenloop: the model asked directly, once per problem (see control.py).
 CONTROL = Mode(name="control", label="direct prompt (control)", reflexion=False, max_retries=0)
 # Opt-in (`--modes ...,tree`): reflexion retries as a tree search, `retry.strategy: "tree"`
@@ -87,7 +91,8 @@ TREE = Mode(name="tree", label="reflexion, tree search", reflexion=True, max_ret
 
 
 def parse_modes(text: str) -> list[Mode]:
-    known = {**MODES, CONTROL.name: CONTROL, TREE.name: TREE, ONE_CALL.name: ONE_CALL}
+    known = {**MODES, CONTROL.name: CONTROL, TREE.name: TREE, ONE_CALL.name: ONE_CALL,
+             ADAPTIVE.name: ADAPTIVE}
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown or not names:

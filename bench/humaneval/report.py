@@ -194,10 +194,21 @@ def compare(a: ResultFile, b: ResultFile, names: tuple[str, str] = ("A", "B")) -
     return "\n\n".join(parts) + "\n"
 
 
+def merged(files: list[ResultFile]) -> ResultFile:
+    """One report of modes run in separate work folders (one client per mode, as on a CPU):
+    the first file's header and selection, every file's modes."""
+    first = files[0].model_copy(deep=True)
+    for other in files[1:]:
+        first.modes.update({name: record for name, record in other.modes.items() if name not in first.modes})
+    return first
+
+
 def main(argv: list[str] | None = None) -> int:
-    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
-    if len(paths) not in (1, 2):
-        print("usage: report.py RESULTS.json [OTHER.json]")
+    args = sys.argv[1:] if argv is None else argv
+    merge = bool(args) and args[0] == "--merge"
+    paths = [Path(p) for p in args[merge:]]
+    if not paths or (len(paths) > 2 and not merge):
+        print("usage: report.py RESULTS.json [OTHER.json] | report.py --merge RESULTS.json ...")
         return 2
     loaded = []
     for path in paths:
@@ -206,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: no such file: {path}")
             return 2
         loaded.append(results)
-    if len(loaded) == 1:
-        print(render(loaded[0]), end="")
+    if len(loaded) == 1 or merge:
+        print(render(merged(loaded)), end="")
     else:
         same = paths[0].name == paths[1].name  # e.g. two work dirs' results.json
         names = (str(paths[0]), str(paths[1])) if same else (paths[0].name, paths[1].name)

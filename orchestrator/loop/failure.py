@@ -13,11 +13,13 @@ from orchestrator.checks.convergence import AttemptScore, Decision, StopReason
 from orchestrator.checks.verify import Verdict
 from orchestrator.executors import ExecutionResult
 from orchestrator.judging.judgement import Judgement
+from orchestrator.layout import Layout
 from orchestrator.loop.attempt import Attempt, Escalate, Retry
 from orchestrator.loop.escalation import AttemptSnapshot
 from orchestrator.loop.prompt import LastAttempt
 from orchestrator.loop.reflecting import reflect_on, reflect_on_unapplied, reflect_on_verdict
 from orchestrator.loop.remember import remember_decision
+from orchestrator.loop.retry_choice import RetryChoices, failure_class
 from orchestrator.loop.state import SubtaskState
 from reflection.redact import redact
 from reflection.text import cut_block
@@ -103,7 +105,7 @@ def _stop_reason(s: SubtaskState, judged: Judgement, decision: Decision | None) 
 async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: Judgement,
                         decision: Decision | None) -> None:
     """Roll a regression back or undo a rejected attempt, and tell the next prompt why."""
-    n, diff, moved = a.number, a.diff, False
+    n, diff, moved, afresh = a.number, a.diff, False, False
     failure = judged.failure + "".join(f"\n\nNote: {note}." for note in a.notes)
     if decision is not None and decision.repeated_signature:
         failure += "\n\nThis is exactly the failure of the attempt before: that fix did not work."
@@ -126,11 +128,29 @@ async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: J
         failure += (f"\n\nThat diff was undone: the tree is back to how it was before attempt "
                     f"{n}, tests included; make the tests pass by changing the code.")
         moved = True
+    elif s.p.config.retry.strategy == "adaptive" and await _afresh(s, n, verdict, judged):
+        afresh = True
     else:
         s.start = n
     s.previous_signature = verdict.digest.signature if verdict.digest else None
     s.earlier.failures[n] = failure
-    s.last = LastAttempt(n, diff, failure, tree_moved=moved)
+    s.last = LastAttempt(n, diff, failure, tree_moved=moved, afresh=afresh)
+
+
+async def _afresh(s: SubtaskState, n: int, verdict: Verdict, judged: Judgement) -> bool:
+    """retry.strategy "adaptive": whether the next attempt starts afresh from the base
+    rather than repairing attempt `n`; the choice is noted, and counted when that attempt ends."""
+    score = s.earlier.scores[n].score if n in s.earlier.scores else 0.0
+    klass = failure_class(verdict, judged, score)
+    choice, why = RetryChoices(Layout(s.p.project_dir).retry_choices).choose(klass)
+    s.choice = (klass, choice)
+    s.event("retry_choice", attempt=n, failureClass=klass, choice=choice, why=why)
+    if choice == "repair":
+        s.start = n
+        return False
+    await s.roll_back_to(None)
+    s.start = None
+    return True
 
 
 async def not_applied(s: SubtaskState, a: Attempt, executed: ExecutionResult) -> NoReturn:

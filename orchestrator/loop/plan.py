@@ -70,6 +70,9 @@ class Subtask(CamelModel):
     # Where the subtask started, so a crashed run can put the tree back.
     base_commit: str | None = None
     dirty_before: list[str] = Field(default_factory=list)
+    # The failure (a redacted FailureContext) whose reflection the next attempt's reply is to
+    # write (reflexion.oneCall): a run killed before that reply leaves it for the next run.
+    pending_reflection: dict[str, Any] | None = None
 
     @property
     def next_number(self) -> int:

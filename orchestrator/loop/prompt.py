@@ -36,6 +36,9 @@ class LastAttempt:
     # The tree is no longer the one the attempt's reply made (a regression rolled back, a
     # rejected diff undone): the next prompt shows the files as they are, in a new chat.
     tree_moved: bool = False
+    # retry.strategy "adaptive" chose a fresh start: the files are back at the base and the
+    # attempt's code is not shown, only how it failed (loop/retry_choice.py).
+    afresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,23 +59,6 @@ class AttemptPrompt:
     def text(self) -> str:
         """The whole prompt in one piece, for an agent that reads one message."""
         return "\n\n".join(part for part in (self.stable, self.latest) if part)
-
-
-def attempt_prompt(
-    task: Task,
-    plan: SubtaskPlan,
-    subtask: Subtask,
-    *,
-    last: LastAttempt | None = None,
-    reflections: str = "",
-    notes: str = "",
-    lessons: str = "",
-    rules: str = "",
-    checks: str = "",
-) -> str:
-    """The whole prompt of an attempt (see `attempt_parts`)."""
-    return attempt_parts(task, plan, subtask, last=last, reflections=reflections, notes=notes, lessons=lessons,
-                         rules=rules, checks=checks).text
 
 
 def attempt_parts(
@@ -190,7 +176,8 @@ def start_over(number: int, failure: str, *, by: int | None = None) -> str:
 def _follow_up_block(last: LastAttempt) -> str | None:
     """What the last attempt came to, said right after its own reply: the reply shows its
     code, so no diff is repeated. None where the chat no longer matches the files."""
-    if last.repeat_of is not None or last.other_way_from is not None or last.tree_moved or last.agent_failed:
+    if (last.repeat_of is not None or last.other_way_from is not None or last.tree_moved or last.agent_failed
+            or last.afresh):
         return None
     n = last.number
     if not last.applied:
@@ -221,6 +208,12 @@ def _last_attempt_block(last: LastAttempt) -> str:
         )
     if last.repeat_of is not None:
         return start_over(last.repeat_of, last.failure, by=last.number)
+    if last.afresh:
+        return (f"## Attempt {last.number} failed: start afresh\n"
+                "The files are back to how they were before the first attempt, as shown above. That attempt "
+                f"was far from passing, so its code is not shown; it failed like this:\n"
+                f"```\n{cut_block(last.failure, FAILURE_LIMIT)}\n```\n"
+                "Write a new implementation rather than a variation of it; the reflections say what to avoid.")
     diff = last.diff or "(the attempt changed no files)"
     if len(diff) > DIFF_LIMIT:
         diff = diff[:DIFF_LIMIT] + f"\n[... {len(diff) - DIFF_LIMIT} characters omitted ...]"

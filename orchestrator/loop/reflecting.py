@@ -11,6 +11,7 @@ from orchestrator.judging.about import needs_proof
 from orchestrator.judging.judgement import Judgement
 from orchestrator.loop.prompt import AttemptPrompt, LastAttempt, attempt_parts, baseline_block, checks_block
 from orchestrator.loop.state import SubtaskState
+from reflection.redact import redact_data
 from reflection.schema import FailureContext, FailureStage, FailureType, Reflection
 
 # The judged outcomes whose failure the checks' output does not explain: the judge's own
@@ -67,8 +68,9 @@ async def reflect(s: SubtaskState, *, defer: bool = False, **failure: Any) -> st
     ctx = FailureContext(session_id=s.p.session_id, task_id=s.task.id, subtask_id=sub.id,
                          attempt_number=number, subtask_title=sub.title, subtask_description=sub.description,
                          **{"files_modified": s.changed, **failure})
-    if defer:
+    if defer:  # kept with the subtask as well: a run killed before the reply leaves it to the next
         s.pending = ctx
+        sub.pending_reflection = redact_data(ctx.to_dict())
         return None
     try:
         reflection = await service.reflect(ctx, previous=recalled(s, service.max_per_retry))
@@ -96,6 +98,7 @@ def settle_pending(s: SubtaskState, reply: str | None, *, model: str | None = No
     """Store the reflection the last failure waits for: the one `reply` began with, or the
     heuristic one (no reply, or none in it). The failure's record gets its id."""
     ctx, s.pending = s.pending, None
+    s.subtask.pending_reflection = None
     service = s.p.reflections
     if ctx is None or service is None:
         return
@@ -107,10 +110,23 @@ def settle_pending(s: SubtaskState, reply: str | None, *, model: str | None = No
     record = next((r for r in s.subtask.attempts if r.number == ctx.attempt_number), None)
     if record is not None:
         record.reflection_id = reflection.id
-        s.save()
+    s.save()
     s.event("reflection", attempt=ctx.attempt_number, id=reflection.id, failureId=ctx.id, stage=ctx.stage,
             category=reflection.category, analysis=reflection.analysis, suggestion=reflection.suggestion,
             source=reflection.source, model=reflection.model, path=service.location, inReply=True)
+
+
+def settle_left_pending(s: SubtaskState) -> None:
+    """A reflection a killed run left waiting for its retry's reply: the heuristic one now."""
+    left = s.subtask.pending_reflection
+    if left is None:
+        return
+    try:
+        s.pending = FailureContext.model_validate(left)
+    except ValueError:  # a record from elsewhere that does not read: nothing to settle
+        s.subtask.pending_reflection = None
+        return
+    settle_pending(s, None)
 
 
 def recalled(s: SubtaskState, limit: int) -> list[Reflection]:

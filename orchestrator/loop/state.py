@@ -23,6 +23,7 @@ from orchestrator.config import RetryConfig
 from orchestrator.executors import ExecutionResult
 from orchestrator.judging.judge import Ground, Judge
 from orchestrator.judging.judgement import PASSING_OUTCOMES, Judgement
+from orchestrator.layout import Layout
 from orchestrator.loop.attempt import Attempt
 from orchestrator.loop.attempt_history import attempt_version, write_attempt
 from orchestrator.loop.escalation import AttemptSnapshot
@@ -31,6 +32,7 @@ from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import AttemptOutcome, AttemptRecord, Subtask, SubtaskPlan
 from orchestrator.loop.prompt import LastAttempt
 from orchestrator.loop.remember import record_use
+from orchestrator.loop.retry_choice import RetryChoices
 from orchestrator.loop.search import TreeSearch
 from orchestrator.loop.tree import SubtaskTree
 from orchestrator.recovery.journal import Journal
@@ -100,6 +102,8 @@ class SubtaskState:
         self.next_applying: list[str] = []  # what the next attempt will be asked to improve
         # A failure whose reflection the retry's reply will write (reflexion.oneCall)
         self.pending: FailureContext | None = None
+        # retry.strategy "adaptive": the failure class and choice the next attempt was made by
+        self.choice: tuple[str, str] | None = None
 
     async def roll_back_to(self, attempt: int | None, *, event: str | None = None) -> None:
         """The tree as `attempt` left it; None: as the subtask found it."""
@@ -165,6 +169,10 @@ class SubtaskState:
             s.last_failure_reason = summary
         self.save()
         self._keep_history(attempt, s.attempts[-1], verdict, executed.transcript if executed else None)
+        if self.choice is not None:  # what the adaptive choice came to, for the project's record
+            klass, choice = self.choice
+            self.choice = None
+            RetryChoices(Layout(self.p.project_dir).retry_choices).record(klass, choice, outcome in PASSING_OUTCOMES)
         if attempt.number == 1:  # the attempt the lessons were shown to
             record_use(self.p, self.lesson_ids, self.task, s.attempts[-1].number, outcome in ("passed", "waived"))
 

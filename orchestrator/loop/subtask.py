@@ -33,7 +33,7 @@ from orchestrator.loop.judging_files import JudgingFiles
 from orchestrator.loop.outcome import SubtaskResult
 from orchestrator.loop.parts import LoopParts
 from orchestrator.loop.plan import Subtask, SubtaskPlan
-from orchestrator.loop.reflecting import recalled, settle_pending
+from orchestrator.loop.reflecting import recalled, settle_left_pending, settle_pending
 from orchestrator.loop.remember import lessons_for
 from orchestrator.loop.state import SubtaskState
 from orchestrator.loop.steps import execute, guard, judge, prepare, review
@@ -85,6 +85,7 @@ class SubtaskRun:
         s.subtask.dirty_before = sorted(dirty)
         s.save()
         s.lessons, s.lesson_ids = lessons_for(p, s.task, s.subtask, s.signatures)
+        settle_left_pending(s)  # a killed run's last failure still gets its reflection
 
     def record_escapees(self) -> None:
         """A `setsid` child is recorded while it is still attributable (called by the heartbeat)."""

@@ -21,3 +21,33 @@ def test_a_first_sample_longer_than_the_greedy_reply_still_counts_when_the_total
     samples = [result([110], 1), result([95], 1), result([100, 90], 2)]
     assert within_total(samples, 400) == (3, 395)
     assert within_total(samples, 394) == (2, 305)
+
+
+def test_result_files_of_separate_modes_merge_into_one_report_with_each_repair_mode_against_resampling(
+    tmp_path, capsys
+) -> None:
+    from bench.humaneval.report import main
+    from bench.humaneval.results import ModeRecord, ModeSettings, ResultFile
+
+    def file(name: str, label: str, problems: dict[str, ProblemResult]) -> str:
+        body = ResultFile(model="m", dataset={}, protocol={}, selection=["HumanEval/0", "HumanEval/5"], modes={
+            name: ModeRecord(settings=ModeSettings(label=label, reflexion=name != "resample", max_attempts=4),
+                             problems=problems)})
+        path = tmp_path / name / "results.json"
+        path.parent.mkdir()
+        path.write_bytes(body.model_dump_json(by_alias=True).encode())
+        return str(path)
+
+    def spent(tokens: list[int], passed_at: int) -> ProblemResult:
+        return result(tokens, passed_at).model_copy(update={"input_tokens": sum(tokens)})
+
+    sampled = {"HumanEval/0": spent([100], 1), "HumanEval/5": spent([100, 100], 2)}
+    repaired = {"HumanEval/0": spent([100], 1), "HumanEval/5": spent([100, 300], 2)}
+    paths = [file("resample", "resampling", sampled), file("reflexion1", "one call", repaired),
+             file("adaptive", "adaptive", repaired)]
+
+    assert main(["--merge", *paths]) == 0
+
+    out = capsys.readouterr().out
+    assert "| one call | 2/2 | 500 | 250 |" in out and "| adaptive | 2/2 | 500 | 250 |" in out
+    assert out.count("| resampling | 2/2 | 300 | 150 |") == 2

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from projects import (
     CALC_FIXED,
+    FIX_ADD,
     REFLECTION,
     WRONG_ADD,
     do_one_task,
@@ -137,3 +139,68 @@ def test_a_provider_that_reports_no_cache_is_priced_in_full_and_says_so(git_repo
 
     assert all(call.get("cachedTokens") is None for call in execute_calls(repo))
     assert "tokens in (cache not reported)" in capsys.readouterr().out
+
+
+ZERO_ADD = WRONG_ADD.replace("abs(a) + abs(b)", "0")  # test_add and test_add_negative both still fail
+ADAPTIVE = {"retry": {"strategy": "adaptive"}}
+
+
+def test_adaptive_starts_afresh_after_a_draft_far_off_and_records_what_it_came_to(git_repo: Path) -> None:
+    # "return a - b" is only in the base tree: a retry that repaired the failed tree gets no reply
+    afresh = r"start afresh(?![\s\S]*return 0)"
+    replies = [{"match": "Task T-1", "reply": ZERO_ADD}, {"match": afresh, "reply": FIX_ADD}]
+    repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL})
+
+    assert do_one_task(repo) == 0
+
+    [choice] = events_of(repo, "retry_choice")
+    assert (choice["failureClass"], choice["choice"]) == ("far_off", "resample")
+    assert (repo / "calc.py").read_text() == CALC_FIXED
+    record = json.loads((repo / ".openagents" / "memory" / "retry-choices.json").read_text())
+    assert record["classes"]["far_off"]["resample"] == {"tried": 1, "passed": 1}
+
+
+def test_adaptive_repairs_a_near_miss_in_the_same_chat(git_repo: Path) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": REFLECTED}]
+    repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL})
+
+    assert do_one_task(repo) == 0
+
+    [choice] = events_of(repo, "retry_choice")
+    assert (choice["failureClass"], choice["choice"]) == ("near_miss", "repair")
+    first, retry = execute_calls(repo)
+    assert retry["prefixChars"] == first["promptChars"]
+
+
+def test_the_project_record_overrules_the_rule_once_both_choices_were_tried(git_repo: Path) -> None:
+    record = {"classes": {"far_off": {"repair": {"tried": 4, "passed": 3}, "resample": {"tried": 4, "passed": 0}}}}
+    memory = git_repo / ".openagents" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "retry-choices.json").write_text(json.dumps(record))
+    repair_zero = REPAIR.replace("abs(a) + abs(b)", "0")
+    replies = [{"match": "Task T-1", "reply": ZERO_ADD}, {"match": "Attempt 1 failed", "reply": repair_zero}]
+    repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL})
+
+    assert do_one_task(repo) == 0
+
+    [choice] = events_of(repo, "retry_choice")
+    assert choice["choice"] == "repair" and "this project's record" in choice["why"]
+
+
+def test_adaptive_and_fresh_together_are_refused_with_one_sentence() -> None:
+    from orchestrator.config import ConfigError, check_config
+
+    with pytest.raises(ConfigError, match='"adaptive" and retry.fresh cannot both be set'):
+        check_config({"modelTemperature": 0.8, "retry": {"strategy": "adaptive", "fresh": True}})
+
+
+def test_a_reply_with_neither_keeps_the_heuristic_reflection_and_the_loop_goes_on(git_repo: Path) -> None:
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD},
+               {"match": "Attempt 1 failed", "reply": "I am not sure what else to try here."},
+               {"match": "Attempt 2 could not be applied", "reply": REPAIR}]
+    repo = make_project(git_repo, replies, config=ONE_CALL)
+
+    assert do_one_task(repo) == 0
+
+    assert [a["outcome"] for a in attempts(repo)] == ["failed", "edit_failed", "passed"]
+    assert [(r["attemptNumber"], r["source"]) for r in reflection_lines(repo)] == [(1, "heuristic"), (2, "heuristic")]

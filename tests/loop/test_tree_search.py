@@ -87,7 +87,7 @@ def test_a_strategy_that_does_not_exist_is_one_sentence(tmp_path: Path) -> None:
     (tmp_path / ".openagents" / "project.json").write_text(json.dumps({"retry": {"strategy": "beam"}}))
     with pytest.raises(ConfigError) as caught:
         load_config(tmp_path, {})
-    assert str(caught.value) == "project.json: retry.strategy must be one of 'linear' or 'tree' (got \"beam\")"
+    assert str(caught.value) == "project.json: retry.strategy must be one of 'linear', 'tree' or 'adaptive' (got \"beam\")"
 
 
 def test_the_console_does_not_call_a_zero_score_best_nor_print_stops_the_search_ignores(

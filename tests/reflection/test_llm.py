@@ -440,3 +440,25 @@ def test_a_call_from_a_workers_own_loop_runs_on_the_home_loop_and_is_cancelled_t
         assert await on_home_loop(answer) == "ok"  # no home named: the caller's own loop
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize(("usage", "cached"), [
+    ({"prompt_tokens_details": {"cached_tokens": 40}}, 40),  # OpenAI, and OpenAI-compatible servers (llama.cpp's)
+    ({"cache_read_input_tokens": 60}, 60),  # Anthropic, as litellm passes it on
+    ({}, None),  # a provider that says nothing: priced in full, "not reported"
+])
+def test_cached_tokens_are_read_as_each_provider_reports_them(usage: dict[str, Any], cached: int | None) -> None:
+    litellm = llm.load_warm_litellm()
+    assert llm.cached_tokens(litellm.Usage(prompt_tokens=100, completion_tokens=5, total_tokens=105, **usage)) == cached
+
+
+@pytest.mark.anyio
+async def test_a_cached_prompt_is_priced_at_the_cached_rate(tmp_path: Path) -> None:
+    pricing = {"inputCostPerToken": 1e-6, "outputCostPerToken": 2e-6, "cachedInputCostPerToken": 1e-7}
+    reply_usage = {"inputTokens": 1000, "outputTokens": 100, "cachedTokens": 800}
+    name = scripted_script([{"reply": "ok", "usage": reply_usage}], pricing=pricing, dir=tmp_path)
+
+    reply = await LiteLLMModel(name).complete(user("again"))
+
+    assert reply.cached_tokens == 800
+    assert reply.cost_usd == pytest.approx(200 * 1e-6 + 800 * 1e-7 + 100 * 2e-6)
