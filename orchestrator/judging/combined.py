@@ -20,6 +20,7 @@ from orchestrator.config import ProjectConfig
 from orchestrator.git.repo import Repo
 from orchestrator.judging.export import JudgeTrees
 from orchestrator.judging.judge import Ground
+from orchestrator.judging.recorded import BaselineRecords
 from orchestrator.judging.selection import Selection
 from orchestrator.judging.sessions import Run
 from orchestrator.processes import session_started
@@ -40,7 +41,8 @@ async def combined_failure(repo: Repo, judges: JudgeTrees, config: ProjectConfig
     recording = session_started.set(early.add)
     try:
         with judges.lease() as judge_tree:
-            ground = Ground.of(repo, judge_tree, config)
+            # A whole run is recorded: the next task starts from this very tree once it lands.
+            ground = Ground.of(repo, judge_tree, config, records=BaselineRecords(project_dir))
             if first and config.retry.failing_first and len(config.checks.tests) == 1:
                 quick = await ground.run(tree, tests_only=True, select=Selection("only", frozenset(first)))
                 if _blocks(quick, allowed, whole=False):

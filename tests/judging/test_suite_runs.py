@@ -228,11 +228,16 @@ def test_overnight_takes_the_tree_the_last_task_was_judged_on(git_repo, tmp_path
 
 
 @pytest.mark.slow
-def test_two_parallel_tasks_from_one_base_share_its_run(git_repo, tmp_path, sessions):
+def test_parallel_tasks_share_a_base_run_and_the_next_task_takes_the_landing_check_s(git_repo, tmp_path, sessions):
     from orchestrator.cli import overnight_main
 
-    notes = [task(n, "Note it", type="chore", description=f"Write it down in NOTES_{n}.md.") for n in ("T-1", "T-2")]
+    notes = [task(n, "Note it", type="chore", description=f"Write it down in NOTES_{n}.md.")
+             for n in ("T-1", "T-2", "T-3")]
     repo = suite_project(git_repo, tmp_path, tasks=notes)
+    board = repo / ".openagents" / "tasks.jsonl"
+    third, board_text = board.read_text().splitlines()[-1], board.read_text()
+    board.write_text(board_text.replace(third + "\n", ""))
+    git(repo, "commit", "-qam", "two tasks for tonight")
     (tmp_path / "agent.py").write_text(
         "import pathlib, uuid; pathlib.Path(f'NOTES_{uuid.uuid4().hex}.md').write_text('noted')\n")
 
@@ -243,3 +248,10 @@ def test_two_parallel_tasks_from_one_base_share_its_run(git_repo, tmp_path, sess
     # the checks of the second on top of the first, which landed while it ran.
     assert sessions() == [8, 8, 8, 8]
     assert all(t["status"] == "closed" for t in tasks_on_disk(repo).values())
+
+    # The landing check judged the tree both landed as: a task started on it takes that run.
+    with board.open("a") as more:
+        more.write(third + "\n")
+    assert do_one_task(repo, "--task", "T-3") == 0
+    assert [e["recorded"] for e in events_of(repo, "preflight")][-1] is True
+    assert sessions() == [8, 8, 8, 8, 8]  # T-3's own run, and no base run
