@@ -393,6 +393,7 @@ def report_f1_timed(root: Path, pairs: int, seconds: float) -> None:
              "the plumbing floor": lambda work: (floor_then(PLUMBING_STEPS, work, check=check), None)}
     runs: dict[str, list[Usage]] = {side: [] for side in sides}
     check_runs(log)
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     for n in range(pairs):
         for side in list(sides)[n % 3:] + list(sides)[:n % 3]:
             work = fresh_copy(template, root)
@@ -401,7 +402,8 @@ def report_f1_timed(root: Path, pairs: int, seconds: float) -> None:
             run.checks = check_runs(log)
             runs[side].append(run)
     print(f"fresh do-one-task, command executor, the test command taking {seconds:g} s of wall "
-          f"({pairs} runs of each, taking turns):")
+          f"({pairs} runs of each, taking turns; load average before {load_before}, after "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} cores):")
     report_timed("F1", "do-one-task", runs, "<= 1.6 over the plumbing floor")
     rss = [u.maxrss_kib / 1024 for u in runs["do-one-task"]]
     print(f"peak RSS of do-one-task: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB "
