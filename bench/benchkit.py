@@ -33,14 +33,14 @@ STACK_FLOOR = "from pydantic import BaseModel\nimport anyio\nimport asyncio"
 # a task and 5 a run (14 a task before, with a bookkeeping commit each and the patch from
 # an index): the plumbing floor that F1 and F2 are read against. HEAD is read from its
 # file, as goldenloop reads it; the agent and the test command run in a shell each (the
-# test command: $CHECK, `true` when it is unset).
+# test command: $BENCH_CHECK, `true` when it is unset).
 GUARDED_TASK = r"""
 G="git --no-optional-locks"
 guarded_task() {
   $G status --porcelain=v1 -z --untracked-files=all --no-renames >/dev/null
   sh -c 'echo hello > "$0"' "$1"
   $G status --porcelain=v1 -z --untracked-files=all --no-renames >/dev/null
-  sh -c "${CHECK:-true}"
+  sh -c "${BENCH_CHECK:-true}"
   printf '%s\n' "$1" | $G hash-object -w --no-filters --stdin-paths >/dev/null
   read -r head < .git/refs/heads/main
   commit_paths "$head" "$2" "$1"
@@ -63,11 +63,11 @@ commit_paths() {
 """
 
 
-# `run_check`: a floor's run of the test command where a timed check is set ($CHECK, by
-# `--check-s`), through a shell as goldenloop runs it; without one, nothing (as the shell
-# loop's `true` was, a builtin).
+# `run_check`: a floor's run of the test command where a timed check is set ($BENCH_CHECK,
+# by `--check-s`), through a shell as goldenloop runs it; without one, nothing (as the
+# shell loop's `true` was, a builtin).
 RUN_CHECK = r"""
-run_check() { [ -z "${CHECK-}" ] || sh -c "$CHECK"; }
+run_check() { [ -z "${BENCH_CHECK-}" ] || sh -c "$BENCH_CHECK"; }
 """
 
 
@@ -117,10 +117,10 @@ def run_measured(cmd: Sequence[str], env: dict[str, str] | None = None, stderr: 
 
 def floor_then(shell_steps: str, *args: str, check: str = "") -> list[str]:
     """A command that starts a fresh python importing only the stack (STACK_FLOOR), then
-    runs `shell_steps` with `args` (and $CHECK, the test command, when `check` is set):
+    runs `shell_steps` with `args` (and $BENCH_CHECK, the test command, when `check` is set):
     the denominator of F1 and F2."""
     script = f'"$PYTHON" -c "$FLOOR"\n{shell_steps}'
-    variables = [f"PYTHON={sys.executable}", f"FLOOR={STACK_FLOOR}", *([f"CHECK={check}"] if check else [])]
+    variables = [f"PYTHON={sys.executable}", f"FLOOR={STACK_FLOOR}", *([f"BENCH_CHECK={check}"] if check else [])]
     return ["env", *variables, "bash", "-c", script, "steps", *args]
 
 

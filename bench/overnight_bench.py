@@ -153,7 +153,7 @@ def one_run(template: Path, root: Path, what: str, tasks: int, check: str = "") 
     if what.startswith("before "):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "before"), os.environ.get("PYTHONPATH", "")])}
         return overnight_run(template, root, what.removeprefix("before "), tasks, env)
-    shell_env = {**os.environ, "CHECK": check} if check else None
+    shell_env = {**os.environ, "BENCH_CHECK": check} if check else None
     if what == "2 shells":
         run = two_shell_loops(template, root, tasks, shell_env)
         assert run.code == 0, f"a shell loop exited {run.code}"
