@@ -7,6 +7,7 @@ import compileall
 import importlib.util
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -31,14 +32,15 @@ STACK_FLOOR = "from pydantic import BaseModel\nimport anyio\nimport asyncio"
 # per run (`guarded_bookkeeping`; the board's state is on disk meanwhile). 8 git processes
 # a task and 5 a run (14 a task before, with a bookkeeping commit each and the patch from
 # an index): the plumbing floor that F1 and F2 are read against. HEAD is read from its
-# file, as goldenloop reads it; the agent and the test command run in a shell each.
+# file, as goldenloop reads it; the agent and the test command run in a shell each (the
+# test command: $BENCH_CHECK, `true` when it is unset).
 GUARDED_TASK = r"""
 G="git --no-optional-locks"
 guarded_task() {
   $G status --porcelain=v1 -z --untracked-files=all --no-renames >/dev/null
   sh -c 'echo hello > "$0"' "$1"
   $G status --porcelain=v1 -z --untracked-files=all --no-renames >/dev/null
-  sh -c true
+  sh -c "${BENCH_CHECK:-true}"
   printf '%s\n' "$1" | $G hash-object -w --no-filters --stdin-paths >/dev/null
   read -r head < .git/refs/heads/main
   commit_paths "$head" "$2" "$1"
@@ -61,6 +63,29 @@ commit_paths() {
 """
 
 
+# `run_check`: a floor's run of the test command where a timed check is set ($BENCH_CHECK,
+# by `--check-s`), through a shell as goldenloop runs it; without one, nothing (as the
+# shell loop's `true` was, a builtin).
+RUN_CHECK = r"""
+run_check() { [ -z "${BENCH_CHECK-}" ] || sh -c "$BENCH_CHECK"; }
+"""
+
+
+def timed_check(seconds: float, log: Path) -> str:
+    """The test command of `--check-s`: it takes `seconds` of wall and next to no CPU (one
+    `sleep`), and logs each run of it in `log`, which runs goldenloop made and which the
+    floors made is then counted, not assumed. goldenloop runs it through `/bin/sh -c`, and
+    so does every floor."""
+    return f"echo run >> {shlex.quote(str(log))} && sleep {seconds:g}"
+
+
+def check_runs(log: Path) -> int:
+    """The check's runs logged in `log` since the last call, which empties it."""
+    count = len(log.read_text().splitlines()) if log.exists() else 0
+    log.unlink(missing_ok=True)
+    return count
+
+
 def precompile() -> None:
     """Byte-compile goldenloop's own packages, as an install does: a source tree run with
     PYTHONDONTWRITEBYTECODE would otherwise compile every module on every start."""
@@ -76,6 +101,7 @@ class Usage:
     wall_s: float
     maxrss_kib: int
     code: int
+    checks: int = 0  # runs of the timed check (`--check-s`), counted by its log
 
 
 def run_measured(cmd: Sequence[str], env: dict[str, str] | None = None, stderr: int | None = subprocess.DEVNULL,
@@ -89,11 +115,13 @@ def run_measured(cmd: Sequence[str], env: dict[str, str] | None = None, stderr: 
     return Usage(ru.ru_utime + ru.ru_stime, wall, ru.ru_maxrss, proc.returncode)
 
 
-def floor_then(shell_steps: str, *args: str) -> list[str]:
+def floor_then(shell_steps: str, *args: str, check: str = "") -> list[str]:
     """A command that starts a fresh python importing only the stack (STACK_FLOOR), then
-    runs `shell_steps` with `args`: the denominator of F1 and F2."""
+    runs `shell_steps` with `args` (and $BENCH_CHECK, the test command, when `check` is set):
+    the denominator of F1 and F2."""
     script = f'"$PYTHON" -c "$FLOOR"\n{shell_steps}'
-    return ["env", f"PYTHON={sys.executable}", f"FLOOR={STACK_FLOOR}", "bash", "-c", script, "steps", *args]
+    variables = [f"PYTHON={sys.executable}", f"FLOOR={STACK_FLOOR}", *([f"BENCH_CHECK={check}"] if check else [])]
+    return ["env", *variables, "bash", "-c", script, "steps", *args]
 
 
 def console(name: str) -> list[str]:
@@ -105,6 +133,24 @@ def console(name: str) -> list[str]:
 def paired_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float:
     """The median of the per-pair ratios ours / theirs."""
     return statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
+
+
+def report_timed(figure: str, ours: str, runs: dict[str, list[Usage]], target: str) -> None:
+    """With a timed check: how often each side ran it (counted, per run), then `figure`
+    as the medians of the paired ratios of `ours` over each floor (every other side in
+    `runs`), in wall (what a user waits for: the check's sleep takes no CPU) and in CPU."""
+    def seen(usages: list[Usage]) -> str:
+        return " or ".join(str(n) for n in sorted({u.checks for u in usages}))
+
+    print("runs of the check, counted by its log in each run: "
+          + ", ".join(f"{side} {seen(usages)}" for side, usages in runs.items()))
+    print("medians, wall / CPU: " + ", ".join(
+        f"{side} {statistics.median(u.wall_s for u in usages):.2f} s / "
+        f"{statistics.median(u.cpu_s for u in usages) * 1000:.0f} ms" for side, usages in runs.items()))
+    for label, of in (("wall", lambda u: u.wall_s), ("CPU", lambda u: u.cpu_s)):
+        ratios = ", ".join(f"{paired_ratio([of(u) for u in runs[ours]], [of(u) for u in usages]):.2f} over {side}"
+                           for side, usages in runs.items() if side != ours)
+        print(f"{figure}, {label}: {ratios}  (medians of {len(runs[ours])} paired ratios; target {target})")
 
 
 def git(repo: Path, *args: str) -> None:

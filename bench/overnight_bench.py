@@ -14,6 +14,14 @@ the median of the paired ratios of wall time of 1 worker over 2 workers (target 
 with the load average before and after. goldenloop's own modules are byte-compiled first,
 as an install leaves them.
 
+With `--check-s S`, the test command takes S seconds of wall instead (a `sleep`, next to
+no CPU, that logs each of its runs), and F2 is also printed in wall (what a user waits
+for) and in CPU over two floors that run the same check: the shell loop once a task, as a
+plain retry loop does, and the plumbing floor once a task and once more for the whole run
+(the base's run; each later task's base is the tree the task before was judged on, whose
+run goldenloop has recorded). How often each side ran the check is counted in every run
+and printed beside the figures.
+
 `--before REF` measures F3 and F2, before and after: each round runs 1 and 2 workers with
 the code at REF (`git archive`) and with this tree, the shell loops and the floor, in a
 rotating order, so that the ratios are paired in time.
@@ -23,7 +31,7 @@ rotating order, so that the ratios are paired in time.
 sleeping `--sleeps` seconds (ratio targets: >= 1.8 with 0.5 s tests, >= 1.0 on tiny
 ones), and with `--profile` where the event loop's thread spends its time.
 
-    .venv/bin/python bench/overnight_bench.py [--tasks 50] [--rounds 5]
+    .venv/bin/python bench/overnight_bench.py [--tasks 50] [--rounds 5] [--check-s S]
     .venv/bin/python bench/overnight_bench.py --before main [--rounds 5]   # F3 before and after, paired
     .venv/bin/python bench/overnight_bench.py --scripted [--tasks 20] [--sleeps 0,0.5] [--rounds 3] [--profile]
 """
@@ -48,14 +56,18 @@ from pathlib import Path
 import anyio
 from benchkit import (
     GUARDED_TASK,
+    RUN_CHECK,
     Usage,
     backlog_repo,
+    check_runs,
     floor_then,
     git,
     init_repo,
     paired_ratio,
     precompile,
+    report_timed,
     run_measured,
+    timed_check,
 )
 
 from orchestrator.batch.engine import Budget, OvernightOptions, RepoReport, run_overnight_async
@@ -68,23 +80,27 @@ from reflection.scripted import register_scripted_provider, reset_scripted_state
 OVERNIGHT = [sys.executable, "-c", "import sys; from orchestrator.cli import overnight_main; sys.exit(overnight_main())"]
 # A new file per task ($$: the agent shell's own pid), so that every task has a change to commit.
 AGENT_COMMAND = 'test -s {prompt_file} && echo hello > "hello_$$.txt"'
-# The same work by hand, task after task: what a user's script would do.
-SHELL_LOOP = r"""
+# The same work by hand, task after task: what a user's script would do (the test command:
+# `true`, or the timed check of `--check-s`, once a task).
+SHELL_LOOP = RUN_CHECK + r"""
 set -e
 cd "$1"
 for n in $(seq "$2"); do
   echo hello > "hello_$n.txt"
-  true
+  run_check
   git add "hello_$n.txt"
   git commit -q -m "T-$n: write a file"
 done
 """
 
-# The same tasks with the git work goldenloop's guarantees take (benchkit.GUARDED_TASK).
-PLUMBING_LOOP = GUARDED_TASK + r"""
+# The same tasks with the git work goldenloop's guarantees take (benchkit.GUARDED_TASK), and
+# with a timed check the base's run once for the whole run: each later task's base is the
+# tree the task before was judged on, whose run is recorded (orchestrator/judging/recorded.py).
+PLUMBING_LOOP = GUARDED_TASK + RUN_CHECK + r"""
 set -e
 cd "$1"
 T=$(mktemp -d)
+run_check
 for n in $(seq "$2"); do
   guarded_task "hello_$n.txt" "T-$n: write a file"
 done
@@ -93,7 +109,7 @@ rm -rf "$T"
 """
 
 
-def trivial_backlog(repo: Path, tasks: int) -> Path:
+def trivial_backlog(repo: Path, tasks: int, test_command: str = "true") -> Path:
     """`tasks` open tasks for the command executor; no model call can happen."""
     meta = init_repo(repo) / ".openagents"
     (repo / "README.md").write_text("bench\n")
@@ -101,7 +117,7 @@ def trivial_backlog(repo: Path, tasks: int) -> Path:
                          "createdAt": f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z"}, separators=(",", ":"))
              for n in range(tasks)]
     (meta / "tasks.jsonl").write_text("\n".join(lines) + "\n")
-    config = {"testCommands": ["true"], "decomposeMinChars": 0,
+    config = {"testCommands": [test_command], "decomposeMinChars": 0,
               "executor": {"kind": "command", "command": AGENT_COMMAND}, "reflexion": {"useLLM": False}}
     (meta / "project.json").write_text(json.dumps(config))
     git(repo, "add", "-A")
@@ -115,12 +131,12 @@ def fresh_copy(template: Path, work: Path) -> Path:
     return work
 
 
-def two_shell_loops(template: Path, root: Path, tasks: int) -> Usage:
+def two_shell_loops(template: Path, root: Path, tasks: int, env: dict[str, str] | None) -> Usage:
     """Half the backlog's shell loop in each of two copies, both at once: what two busy
     cores give this machine now (F3's headroom); CPU summed, wall of the pair."""
     works = [fresh_copy(template, root / f"half-{n}") for n in (1, 2)]
     start = time.perf_counter()
-    procs = [subprocess.Popen(["bash", "-c", SHELL_LOOP, "loop", str(w), str(tasks // 2)]) for w in works]
+    procs = [subprocess.Popen(["bash", "-c", SHELL_LOOP, "loop", str(w), str(tasks // 2)], env=env) for w in works]
     cpu, code = 0.0, 0
     for proc in procs:
         _, status, ru = os.wait4(proc.pid, 0)
@@ -129,24 +145,26 @@ def two_shell_loops(template: Path, root: Path, tasks: int) -> Usage:
     return Usage(cpu, time.perf_counter() - start, 0, code)
 
 
-def one_run(template: Path, root: Path, what: str, tasks: int) -> Usage:
+def one_run(template: Path, root: Path, what: str, tasks: int, check: str = "") -> Usage:
     """One measured run of `what` (1, 2: overnight's workers, "before 1", "before 2": the
-    same with the code of `--before`; "floor"; "shell", "2 shells": the shell loop alone,
-    and in two halves at once) on a fresh copy."""
+    same with the code of `--before`; "floor", "plumbing"; "shell", "2 shells": the shell
+    loop alone, and in two halves at once) on a fresh copy; the floors and shell loops
+    run `check` as the test command where one is given (overnight has it in the project)."""
     if what.startswith("before "):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "before"), os.environ.get("PYTHONPATH", "")])}
         return overnight_run(template, root, what.removeprefix("before "), tasks, env)
+    shell_env = {**os.environ, "BENCH_CHECK": check} if check else None
     if what == "2 shells":
-        run = two_shell_loops(template, root, tasks)
+        run = two_shell_loops(template, root, tasks, shell_env)
         assert run.code == 0, f"a shell loop exited {run.code}"
         return run
     work = fresh_copy(template, root / "work")
     if what == "shell":
-        run = run_measured(["bash", "-c", SHELL_LOOP, "loop", str(work), str(tasks)])
+        run = run_measured(["bash", "-c", SHELL_LOOP, "loop", str(work), str(tasks)], shell_env)
     elif what == "floor":
-        run = run_measured(floor_then(SHELL_LOOP, str(work), str(tasks)))
+        run = run_measured(floor_then(SHELL_LOOP, str(work), str(tasks), check=check))
     elif what == "plumbing":
-        run = run_measured(floor_then(PLUMBING_LOOP, str(work), str(tasks)))
+        run = run_measured(floor_then(PLUMBING_LOOP, str(work), str(tasks), check=check))
     else:
         return overnight_run(template, root, what, tasks, dict(os.environ))
     assert run.code == 0, f"{what} exited {run.code}"
@@ -203,22 +221,37 @@ def parallel_figures(tasks: int, rounds: int, before: str) -> None:
           f"{statistics.median(cpu['1']) / tasks * 1000:.1f} ms, floor {statistics.median(cpu['floor']) / tasks * 1000:.1f} ms")
 
 
-def cli_figures(tasks: int, rounds: int) -> None:
-    """F2 and F3 from `rounds` rounds of (1 worker, 2 workers, floor), order rotating."""
+def cli_runs(root: Path, tasks: int, rounds: int, seconds: float) -> dict[str, list[Usage]]:
+    """`rounds` rounds of (1 worker, 2 workers, floor, shell loop, two half loops, plumbing
+    floor), order rotating; with a test command taking `seconds` of wall (`--check-s`),
+    each run's checks counted by the check's own log."""
     runs: dict[str, list[Usage]] = {"1": [], "2": [], "floor": [], "shell": [], "2 shells": [], "plumbing": []}
     order = list(runs)
+    log = root / "checks.log"
+    check = timed_check(seconds, log) if seconds else ""
+    template = trivial_backlog(root / "template", tasks, check or "true")
+    for n in range(rounds):
+        for what in order[n % len(order):] + order[:n % len(order)]:
+            check_runs(log)
+            run = one_run(template, root, what, tasks, check)
+            run.checks = check_runs(log)
+            runs[what].append(run)
+        one, two, floor = (runs[w][-1] for w in order[:3])
+        walls = f", floor {floor.wall_s:5.2f} s, plumbing floor {runs['plumbing'][-1].wall_s:5.2f} s" if check else ""
+        print(f"  round {n + 1}: CPU per task 1 worker {one.cpu_s / tasks * 1000:5.1f} ms, 2 workers "
+              f"{two.cpu_s / tasks * 1000:5.1f} ms, floor {floor.cpu_s / tasks * 1000:5.1f} ms; wall 1 worker "
+              f"{one.wall_s:5.2f} s, 2 workers {two.wall_s:5.2f} s{walls}", flush=True)
+    return runs
+
+
+def cli_figures(tasks: int, rounds: int, seconds: float = 0.0) -> None:
+    """F2 and F3 from `rounds` rounds of (1 worker, 2 workers, floor), order rotating; with
+    a timed check (`seconds`), F2 in wall and CPU over the shell and plumbing floors too."""
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory(prefix="overnight-bench-") as tmp:
-        template = trivial_backlog(Path(tmp) / "template", tasks)
-        for n in range(rounds):
-            for what in order[n % len(order):] + order[:n % len(order)]:
-                runs[what].append(one_run(template, Path(tmp), what, tasks))
-            one, two, floor = (runs[w][-1] for w in order[:3])
-            print(f"  round {n + 1}: CPU per task 1 worker {one.cpu_s / tasks * 1000:5.1f} ms, 2 workers "
-                  f"{two.cpu_s / tasks * 1000:5.1f} ms, floor {floor.cpu_s / tasks * 1000:5.1f} ms; wall 1 worker "
-                  f"{one.wall_s:5.2f} s, 2 workers {two.wall_s:5.2f} s", flush=True)
+        runs = cli_runs(Path(tmp), tasks, rounds, seconds)
     print(f"load average after : {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    cpu = {w: statistics.median(u.cpu_s for u in runs[w]) / tasks * 1000 for w in order[:3]}
+    cpu = {w: statistics.median(u.cpu_s for u in runs[w]) / tasks * 1000 for w in ("1", "2", "floor")}
     print(f"CPU per task, medians: overnight {cpu['1']:.1f} ms, the floor (python + shell loop) {cpu['floor']:.1f} ms")
     print(f"F2 = {paired_ratio([u.cpu_s for u in runs['1']], [u.cpu_s for u in runs['floor']]):.2f}  (median of "
           f"{rounds} paired ratios; target <= 3)")
@@ -234,6 +267,11 @@ def cli_figures(tasks: int, rounds: int) -> None:
           f"(python + {statistics.median(plumbing) / tasks * 1000:.1f} ms per task), over the floor: "
           f"{paired_ratio(plumbing, [u.cpu_s for u in runs['floor']]):.2f}; overnight over it: "
           f"{paired_ratio([u.cpu_s for u in runs['1']], plumbing):.2f}")
+    if seconds:
+        print(f"\nwith the test command taking {seconds:g} s of wall, {tasks} tasks a run (overnight --parallel 2 "
+              f"ran it {' or '.join(str(n) for n in sorted({u.checks for u in runs['2']}))} times a run):")
+        report_timed("F2", "overnight", {"overnight": runs["1"], "the shell floor": runs["floor"],
+                                         "the plumbing floor": runs["plumbing"]}, "<= 2.5")
 
 
 def make_repo(repo: Path, tasks: int, sleep_s: float) -> Path:
@@ -298,13 +336,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="rounds (default 5; --scripted: pairs of runs per sleep, 3)")
     parser.add_argument("--before", help="F3 only: before (the code at this commit) and after, paired")
     parser.add_argument("--profile", action="store_true", help="profile the first 2-worker run of each sleep")
+    parser.add_argument("--check-s", type=float, default=0.0, metavar="S",
+                        help="the CLI figures with a test command that takes S seconds of wall, in wall and CPU")
     args = parser.parse_args()
+    if args.check_s < 0:
+        parser.error("--check-s is a time in seconds, 0 or more")
     precompile()
     if args.before:
         parallel_figures(args.tasks or 50, args.rounds or 5, args.before)
         return
     if not args.scripted:
-        cli_figures(args.tasks or 50, args.rounds or 5)
+        cli_figures(args.tasks or 50, args.rounds or 5, args.check_s)
         return
     args.tasks, args.rounds = args.tasks or 20, args.rounds or 3
     sleeps = [args.sleep] if args.sleep is not None else [float(x) for x in args.sleeps.split(",")]

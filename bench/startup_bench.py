@@ -21,7 +21,15 @@ runs a command-executor project with heuristic reflections and no API key set, f
 trees in turn: the wall time and peak RSS of each (paired runs, medians), its exit code,
 and whether litellm was imported. Such a project calls no model, so it needs no key.
 
+With `--check-s S`, the test command takes S seconds of wall instead (a `sleep`, next to
+no CPU, that logs each of its runs), and F1 is measured with it in wall (what a user waits
+for) and in CPU, over two floors that run the same check: the shell floor once, as a plain
+script or retry loop does, and the plumbing floor twice, the base's run and the attempt's,
+as goldenloop's verdict needs them. How often each side ran the check is counted in every
+run and printed beside the figures.
+
     .venv/bin/python bench/startup_bench.py [--pairs 9] [--help-runs 5] [--baseline DIR] [--f1-only]
+    .venv/bin/python bench/startup_bench.py --f1-only --pairs 5 --check-s 4.5   # F1 with a 4.5 s suite
 """
 
 from __future__ import annotations
@@ -42,15 +50,19 @@ from pathlib import Path
 
 from benchkit import (
     GUARDED_TASK,
+    RUN_CHECK,
     STACK_FLOOR,
     Usage,
+    check_runs,
     console,
     floor_then,
     git,
     init_repo,
     paired_ratio,
     precompile,
+    report_timed,
     run_measured,
+    timed_check,
 )
 
 TEST_COMMAND = "true"  # the cheapest realistic check; the shell script runs the same
@@ -58,20 +70,24 @@ AGENT_COMMAND = "test -s {prompt_file} && echo hello > hello.txt"
 TASK = {"id": "T-1", "status": "open", "title": "write hello.txt", "priority": 2,
         "createdAt": "2026-01-01T00:00:00Z"}
 
-# The same edit, test command and commit by hand: what a user's script would do.
-SHELL_STEPS = r"""
+# The same edit, test command and commit by hand: what a user's script would do (the test
+# command: `true`, or the timed check of `--check-s`, once).
+SHELL_STEPS = RUN_CHECK + r"""
 set -e
 cd "$1"
 echo hello > hello.txt
-true
+run_check
 git add hello.txt
 git commit -q -m "T-1: write hello.txt"
 """
-# The same task with the git work goldenloop's guarantees take (benchkit.GUARDED_TASK).
-PLUMBING_STEPS = GUARDED_TASK + r"""
+# The same task with the git work goldenloop's guarantees take (benchkit.GUARDED_TASK), and
+# with a timed check the base's run before it: the verdict compares the attempt's run with
+# the base's (a test that failed before and passes now is the proof a bug task needs).
+PLUMBING_STEPS = GUARDED_TASK + RUN_CHECK + r"""
 set -e
 cd "$1"
 T=$(mktemp -d)
+run_check
 guarded_task hello.txt "T-1: write hello.txt"
 guarded_bookkeeping "T-1"
 rm -rf "$T"
@@ -134,9 +150,9 @@ def make_template(root: Path, config: dict) -> Path:
     return repo
 
 
-def command_config() -> dict:
+def command_config(test_command: str = TEST_COMMAND) -> dict:
     """The command executor; decomposition off and heuristic reflections: no model call."""
-    return {"testCommands": [TEST_COMMAND], "decomposeMinChars": 0,
+    return {"testCommands": [test_command], "decomposeMinChars": 0,
             "executor": {"kind": "command", "command": AGENT_COMMAND},
             "reflexion": {"useLLM": False}}
 
@@ -364,6 +380,36 @@ def report_f1(template: Path, root: Path, pairs: int) -> None:
           f"{'yes' if litellm_imported([*cmd[:-1], str(fresh_copy(template, root))], clean_env(), 'openai') else 'no'}")
 
 
+def report_f1_timed(root: Path, pairs: int, seconds: float) -> None:
+    """F1 with a test command that takes `seconds` of wall (`--check-s`): a fresh
+    do-one-task, the shell floor (the check once, as a plain script runs it) and the
+    plumbing floor (the base's run and the attempt's, as goldenloop's verdict needs them),
+    taking turns on fresh copies, each run's checks counted by the check's own log."""
+    log = root / "checks.log"
+    check = timed_check(seconds, log)
+    template = make_template(root / "timed", command_config(check))
+    sides = {"do-one-task": lambda work: ([*console("do-one-task"), "--dir", work], clean_env()),
+             "the shell floor": lambda work: (floor_then(SHELL_STEPS, work, check=check), None),
+             "the plumbing floor": lambda work: (floor_then(PLUMBING_STEPS, work, check=check), None)}
+    runs: dict[str, list[Usage]] = {side: [] for side in sides}
+    check_runs(log)
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    for n in range(pairs):
+        for side in list(sides)[n % 3:] + list(sides)[:n % 3]:
+            work = fresh_copy(template, root)
+            run = run_measured(*sides[side](str(work)))
+            assert run.code == 0 and (work / "hello.txt").is_file(), f"{side} exited {run.code}"
+            run.checks = check_runs(log)
+            runs[side].append(run)
+    print(f"fresh do-one-task, command executor, the test command taking {seconds:g} s of wall "
+          f"({pairs} runs of each, taking turns; load average before {load_before}, after "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} cores):")
+    report_timed("F1", "do-one-task", runs, "<= 1.6 over the plumbing floor")
+    rss = [u.maxrss_kib / 1024 for u in runs["do-one-task"]]
+    print(f"peak RSS of do-one-task: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB "
+          "(target <= 60)")
+
+
 def code_floor(template: Path, root: Path, runs: int) -> tuple[float, float]:
     """(CPU of loading the byte code of the goldenloop modules a run imports, median CPU
     of the run's own work once they are all imported), from CODE_FLOOR."""
@@ -396,7 +442,11 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="an older tree to compare the key-free run with")
     parser.add_argument("--key-free-only", action="store_true", help="only the key-free comparison")
     parser.add_argument("--f1-only", action="store_true", help="only F1 and the run's imports")
+    parser.add_argument("--check-s", type=float, default=0.0, metavar="S",
+                        help="F1 with a test command that takes S seconds of wall, in wall and CPU")
     args = parser.parse_args()
+    if args.check_s < 0:
+        parser.error("--check-s is a time in seconds, 0 or more")
     precompile()
     if args.key_free_only:
         with tempfile.TemporaryDirectory(prefix="goldenloop-startup-") as tmp:
@@ -405,7 +455,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="goldenloop-startup-") as tmp:
         root = Path(tmp)
         template = make_template(root, command_config())
-        report_f1(template, root, args.pairs)
+        if args.check_s:
+            report_f1_timed(root, args.pairs, args.check_s)
+        else:
+            report_f1(template, root, args.pairs)
         if args.f1_only:
             return
         report_help_and_key(root, args.help_runs)
