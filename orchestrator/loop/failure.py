@@ -128,7 +128,8 @@ async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: J
         failure += (f"\n\nThat diff was undone: the tree is back to how it was before attempt "
                     f"{n}, tests included; make the tests pass by changing the code.")
         moved = True
-    elif s.p.config.retry.strategy == "adaptive" and await _afresh(s, n, verdict, judged):
+    elif s.p.config.retry.strategy == "adaptive" and await _afresh(s, n, verdict, judged, stalled=bool(
+            decision is not None and decision.repeated_signature and s.start == n - 1)):
         afresh = True
     else:
         s.start = n
@@ -137,12 +138,16 @@ async def _set_up_retry(s: SubtaskState, a: Attempt, verdict: Verdict, judged: J
     s.last = LastAttempt(n, diff, failure, tree_moved=moved, afresh=afresh)
 
 
-async def _afresh(s: SubtaskState, n: int, verdict: Verdict, judged: Judgement) -> bool:
+async def _afresh(s: SubtaskState, n: int, verdict: Verdict, judged: Judgement, *, stalled: bool) -> bool:
     """retry.strategy "adaptive": whether the next attempt starts afresh from the base
-    rather than repairing attempt `n`; the choice is noted, and counted when that attempt ends."""
+    rather than repairing attempt `n`; the choice is noted, and counted when that attempt ends.
+    `stalled`: attempt `n` repaired the attempt before it and failed exactly as that one did,
+    so the feedback did not move the draft: a fresh sample is tried, whatever the class."""
     score = s.earlier.scores[n].score if n in s.earlier.scores else 0.0
     klass = failure_class(verdict, judged, score)
     choice, why = RetryChoices(Layout(s.p.project_dir).retry_choices).choose(klass)
+    if stalled and choice == "repair":
+        choice, why = "resample", f"attempt {n} repaired attempt {n - 1} and failed exactly as it did"
     s.choice = (klass, choice)
     s.event("retry_choice", attempt=n, failureClass=klass, choice=choice, why=why)
     if choice == "repair":

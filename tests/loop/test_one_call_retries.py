@@ -172,6 +172,27 @@ def test_adaptive_repairs_a_near_miss_in_the_same_chat(git_repo: Path) -> None:
     assert retry["prefixChars"] == first["promptChars"]
 
 
+CRASH_ADD = WRONG_ADD.replace("abs(a) + abs(b)", "a.total")  # AttributeError: no attribute 'total'
+CRASH_AGAIN = ("What went wrong: add() read a.total, and an int has no total.\n"
+               "What to do differently: read the total another way.\n\n"
+               "calc.py\n<<<<<<< SEARCH\n    return a.total\n=======\n    return (a).total + 0\n>>>>>>> REPLACE\n")
+
+
+def test_adaptive_starts_afresh_when_a_repair_failed_exactly_as_the_attempt_it_repaired(git_repo: Path) -> None:
+    # FIX_ADD's search text, `return a - b`, is only in the base's file: applied, it shows a fresh start.
+    replies = [{"match": "Task T-1", "reply": CRASH_ADD}, {"match": "Attempt 1 failed", "reply": CRASH_AGAIN},
+               {"match": "start afresh", "reply": FIX_ADD}]
+    repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL})
+
+    assert do_one_task(repo) == 0
+
+    first, second = events_of(repo, "retry_choice")
+    assert (first["failureClass"], first["choice"]) == ("crash", "repair")  # a traceback names the line
+    assert (second["failureClass"], second["choice"]) == ("crash", "resample")
+    assert second["why"] == "attempt 2 repaired attempt 1 and failed exactly as it did"
+    assert (repo / "calc.py").read_text() == CALC_FIXED
+
+
 def test_the_project_record_overrules_the_rule_once_both_choices_were_tried(git_repo: Path) -> None:
     record = {"classes": {"far_off": {"repair": {"tried": 4, "passed": 3}, "resample": {"tried": 4, "passed": 0}}}}
     memory = git_repo / ".openagents" / "memory"
