@@ -38,7 +38,7 @@ class Parts:
     """What a verdict is made of, shown wherever a verdict is."""
 
     kept: int = 0  # pass-to-pass: tests that passed at the base and pass now
-    broken: tuple[str, ...] = ()  # passed at the base; fail, are skipped or did not run now
+    broken: tuple[str, ...] = ()  # passed at the base and fail, are skipped or did not run now; or skipped and fail
     shown: tuple[str, ...] = ()  # fail-to-pass: failing or absent at the base, passing now
     left: tuple[str, ...] = ()  # the task is about them, and they still fail
     own: tuple[str, ...] = ()  # the attempt's new tests that fail in the tree as committed
@@ -102,7 +102,10 @@ def decide(base: Run, old: Run, candidate: Run, about: About, *, final: bool, pr
 
     uncollected = {t for t in at_base if "::" not in t}  # files whose tests could not even be collected
     was = sorted(t for t, o in at_base.items() if o == PASSED)
-    broken = tuple(t for t in was if now(t) != PASSED)
+    # A test skipped at the base that fails now ran because of the attempt (a skip condition
+    # it changed, a base run taken where the test did not yet run): the attempt's failure.
+    woke = tuple(sorted(t for t, o in at_base.items() if o == SKIPPED and now(t) == FAILED))
+    broken = tuple(t for t in was if now(t) != PASSED) + woke
     fixed = [t for t, o in at_base.items() if o != PASSED and shows(t)]  # failed or skipped
     # A file some of whose failing tests the attempt fixed is the task's: all of them, or it is half a fix.
     touched = {_file(t) for t in fixed} | {_file(t) for t, o in old.outcomes.items()
@@ -118,7 +121,7 @@ def decide(base: Run, old: Run, candidate: Run, about: About, *, final: bool, pr
                         and (scope is None or t.split("::", 1)[0] in scope) and candidate.outcomes.get(t) != PASSED))
     shown = tuple(sorted(fixed) + sorted(shown_new))
     proof: Proof = "not needed" if not (final and proof_needed) else "shown" if shown else "missing"
-    return Parts(len(was) - len(broken), broken, shown, left, own, lost, others, proof)
+    return Parts(len(was) - len(broken) + len(woke), broken, shown, left, own, lost, others, proof)
 
 
 def _without_ids(base: Run, old: Run, about: About, *, final: bool, proof_needed: bool) -> Parts:

@@ -33,7 +33,8 @@ def summary(parts: Parts, first_error: str | None = None, passed: int | None = N
         count = f"{passed} test{'' if passed == 1 else 's'} — " if passed is not None else ""
         return f"passed: {count}{parts.line()}"
     if parts.broken:
-        said, head = "broken", f"broke {len(parts.broken)} test(s) that passed before the task: {few(parts.broken)}"
+        said, head = "broken", (f"broke {len(parts.broken)} test(s) that did not fail before the task: "
+                                f"{few(parts.broken)}")
     elif parts.left:
         said, head = "left", f"{len(parts.left)} test(s) the task is about still fail: {few(parts.left)}"
     elif parts.lost:
@@ -55,7 +56,8 @@ def lead(parts: Parts, first_error: str | None) -> str:
     """The lines a retry reads before the digest."""
     lines = []
     if parts.broken:
-        lines.append(f"Broken by this attempt: they passed before the task (fix these first): {_ids(parts.broken)}")
+        lines.append("Broken by this attempt: they did not fail before the task (fix these first): "
+                     f"{_ids(parts.broken)}")
     if parts.lost:
         lines.append("Old tests your copy of the test files fails or skips, though they pass as the base wrote them "
                      f"(put them back as they were; add new tests beside them): {_ids(parts.lost)}")

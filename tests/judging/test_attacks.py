@@ -151,6 +151,33 @@ def test_a_file_that_could_not_be_collected_is_not_fixed_by_skipping_its_tests(g
     assert verdict["parts"]["aboutFailing"] and verdict["parts"]["failToPass"] == []
 
 
+# A test of a function not written yet is skipped until it exists.
+DIV_TESTS = """import pytest
+
+import calc
+
+
+@pytest.mark.skipif(not hasattr(calc, "div"), reason="div is not written yet")
+def test_div():
+    assert calc.div(6, 3) == 2
+"""
+
+
+def test_a_test_skipped_before_the_task_that_fails_now_is_the_attempt_s(git_repo: Path) -> None:
+    wrong_div = CALC.replace("return a - b", "return a + b") + "\n\ndef div(a, b):\n    return a * b\n"
+    fix_and_div = whole("calc.py", wrong_div, "add subtracts; and a div while I am here.")
+    repo = make_shop(git_repo, [{"match": "Task T-1", "reply": fix_and_div}], files={"tests/test_div.py": DIV_TESTS},
+                     config={"reflexion": {"maxRetries": 0, "useLLM": False}})
+    start = head(repo)
+
+    assert do_one_task(repo) == 1  # the commit's own `pytest` fails test_div: not done
+
+    (verdict,) = events_of(repo, "verdict")
+    assert verdict["parts"]["broken"] == ["tests/test_div.py::test_div"]
+    assert "broke 1 test(s) that did not fail before the task" in verdict["summary"]
+    still_a_bug(repo, start)
+
+
 def test_a_test_the_attempt_made_flaky_is_not_taken_for_chance(git_repo: Path, tmp_path: Path) -> None:
     reply = whole("calc.py", FLAKY_MUL.format(marker=str(tmp_path / "mul.marker")))
     repo = make_shop(git_repo, [{"match": "Task T-1", "reply": reply}])
