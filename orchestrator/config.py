@@ -293,6 +293,11 @@ class ChecksConfig(_ConfigModel):
     # before the checks: what a project needs there that worktree.link and worktree.copy
     # cannot give (a build step, generated files). Each runs under timeouts.verifySeconds.
     setup: list[str] = Field(default_factory=list)
+    # Whole runs of the checks recorded per tree, so that a task starting on a tree already
+    # judged takes the record (judging/recorded.py). Off for a suite whose outcome depends
+    # on what the record's key cannot see: files outside the repository that change between
+    # tasks, a service's data, the clock.
+    record_runs: bool = True
 
     @field_validator("known_failures", mode="before")
     @classmethod

@@ -42,7 +42,7 @@ async def combined_failure(repo: Repo, judges: JudgeTrees, config: ProjectConfig
     try:
         with judges.lease() as judge_tree:
             # A whole run is recorded: the next task starts from this very tree once it lands.
-            ground = Ground.of(repo, judge_tree, config, records=BaselineRecords(project_dir))
+            ground = Ground.of(repo, judge_tree, config, records=BaselineRecords.of(project_dir, config))
             if first and config.retry.failing_first and len(config.checks.tests) == 1:
                 quick = await ground.run(tree, tests_only=True, select=Selection("only", frozenset(first)))
                 if _blocks(quick, allowed, whole=False):

@@ -37,6 +37,7 @@ import anyio
 
 from orchestrator.checks.settings import CheckSettings
 from orchestrator.checks.verify import Verdict
+from orchestrator.config import ProjectConfig
 from orchestrator.git.provided import Provided
 from orchestrator.git.repo import NO_HOOKS, GitPlumbing, RepoError
 from orchestrator.judging.sessions import Run
@@ -60,6 +61,11 @@ class BaselineRecords:
         self.project_dir = project_dir
         self.folder = project_dir / FOLDER / FOLDER_NAME
         self._contents: dict[str, str] = {}  # tree -> its content digest: a tree never changes
+
+    @classmethod
+    def of(cls, project_dir: Path, config: ProjectConfig) -> BaselineRecords | None:
+        """The project's records, or None where `checks.recordRuns` is off."""
+        return cls(project_dir) if config.checks_config.record_runs else None
 
     def key(self, repo: GitPlumbing, tree: str, checks: CheckSettings, setup: tuple[str, ...],
             provided: Provided | None) -> dict[str, object]:

@@ -61,7 +61,8 @@ class GoldenLoop:
         p.board.claim(task.id)
         p.runlog.event("task_started", taskId=task.id, title=task.title)
         with self._judges() as tree:
-            ground = Ground.of(p.repo, tree, p.config, checkout=p.project_dir, records=BaselineRecords(p.project_dir))
+            records = BaselineRecords.of(p.project_dir, p.config)
+            ground = Ground.of(p.repo, tree, p.config, checkout=p.project_dir, records=records)
             base = await anyio.to_thread.run_sync(p.repo.tree_of, p.repo.head())
             baseline = await self._preflight(task, ground, base)
             if isinstance(baseline, TaskOutcome):

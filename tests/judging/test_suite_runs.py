@@ -45,11 +45,12 @@ NOTE_AGENT = "import pathlib, uuid; pathlib.Path('NOTES.md').write_text(f'add fi
 
 
 def suite_project(repo: Path, home: Path, *, good: int = 1, breaks: bool = False, tasks: list | None = None,
-                  retry: dict | None = None, files: dict | None = None) -> Path:
+                  retry: dict | None = None, files: dict | None = None, checks: dict | None = None) -> Path:
     (home / "agent.py").write_text(AGENT)
     command = f"python3 {home / 'agent.py'} {home / 'count'} {good} {int(breaks)} {{prompt_file}}"
     config = {"executor": {"kind": "command", "command": command}, "reflexion": {"useLLM": False, "maxRetries": 3},
-              "testCommands": ["python3 -m pytest -q -p no:cacheprovider"], "retry": retry or {}}
+              "testCommands": ["python3 -m pytest -q -p no:cacheprovider"], "retry": retry or {},
+              "checks": checks or {}}
     return make_project(repo, [], config=config, tasks=tasks,
                         files={"conftest.py": CONFTEST, "test_more.py": MORE_TESTS, **(files or {})})
 
@@ -187,6 +188,20 @@ def test_a_second_task_on_the_judged_tree_takes_its_recorded_run(git_repo, tmp_p
     assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, True]
     assert sessions() == [8, 2, 8, 8]  # T-2: no base run, then its own run (no test failed before it)
     assert tasks_on_disk(repo)["T-2"]["status"] == "closed"
+
+
+@pytest.mark.slow
+def test_with_record_runs_off_every_task_runs_its_base(git_repo, tmp_path, sessions):
+    second = task("T-2", "Note the fix", type="chore", description="Write the fix down in NOTES.md.")
+    repo = suite_project(git_repo, tmp_path, tasks=[task(), second], checks={"recordRuns": False})
+
+    assert do_one_task(repo, "--task", "T-1") == 0
+    (tmp_path / "agent.py").write_text(NOTE_AGENT)
+    assert do_one_task(repo, "--task", "T-2") == 0
+
+    assert [e["recorded"] for e in events_of(repo, "preflight")] == [False, False]
+    assert sessions() == [8, 2, 8, 8, 8]  # T-2 runs its base again
+    assert not (repo / ".openagents" / "baselines").exists()
 
 
 @pytest.mark.slow
