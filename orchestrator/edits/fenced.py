@@ -86,6 +86,7 @@ def _line_before(lines: list[str], index: int, floor: int) -> str:
 
 def parse_fenced(reply: str, *, truncated: bool = False) -> list[Edit]:
     """A `block` edit per fenced code block; EditError when the last one was cut off."""
+    reply = _heading_fenced(reply)
     edits = []
     carried = ""  # a block holding nothing but a path names the block after it
     for block in fenced_blocks(reply):
@@ -113,6 +114,34 @@ def parse_fenced(reply: str, *, truncated: bool = False) -> list[Edit]:
             )
         edits.append(Edit(path=path, kind="block", replace=join_lines(body)))
     return edits
+
+
+_HEADING = re.compile(r"^\s*#{1,6}\s+(?P<path>\S+)\s*$")
+_BARE_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*$")
+
+
+def _heading_fenced(reply: str) -> str:
+    """The reply with a fence put round a file's code where a small model fenced the file's
+    heading instead: it copies the prompt's `# Repository files` / `## solution.py` lines
+    inside a block, then writes the code bare, then a lone fence. Else unchanged."""
+    lines = reply.splitlines()
+    for start, line in enumerate(lines):
+        if not _OPEN.match(line):
+            continue
+        end = next((i for i in range(start + 1, len(lines)) if _BARE_FENCE.match(lines[i])), None)
+        if end is None:
+            return reply
+        heads = [h.strip() for h in lines[start + 1:end] if h.strip()]
+        named = _HEADING.match(heads[-1]) if heads and all(h.startswith("#") for h in heads) else None
+        if named is None or not _PATHLIKE.match(named.group("path")):
+            return reply
+        stop = next((i for i in range(end + 1, len(lines)) if _OPEN.match(lines[i])), len(lines))
+        code = lines[end + 1:stop]
+        if not any(c.strip() for c in code):
+            return reply
+        after = lines[stop + 1:] if stop < len(lines) and _BARE_FENCE.match(lines[stop]) else lines[stop:]
+        return "\n".join([*lines[:start], named.group("path"), "```", *code, "```", *after]) + "\n"
+    return reply
 
 
 def _info_path(info: str) -> str | None:
