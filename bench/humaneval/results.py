@@ -178,7 +178,7 @@ def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:
             except orjson.JSONDecodeError:
                 continue  # a line torn by a kill
             kind = event.get("event")
-            not_applied += kind == "edit_failed"
+            not_applied += kind in ("edit_failed", "code_asked")  # a reply with only its reflection held no edit
             result.repeats_asked_again += kind == "repeat" and event.get("action") == "asked again"
             if kind == "attempt_started":
                 result.attempt_tokens.append(0)

@@ -67,6 +67,9 @@ class ExecutionResult(BaseModel):
     # What was corrected to apply the reply (an edit moved to the one file holding its
     # SEARCH text): logged, and told to the next attempt.
     notes: list[str] = Field(default_factory=list)
+    # The reply held the reflection asked for and no edit, so the edit was asked for in the
+    # same chat: `reply` holds both replies, `usage` both calls.
+    code_asked_for: bool = False
 
     def failure_summary(self) -> str:
         """One line for the attempt record and the run log."""

@@ -34,6 +34,7 @@ from orchestrator.executors.base import ExecutionRequest, ExecutionResult
 from orchestrator.executors.context import RepoContext, file_section, gather_context
 from orchestrator.executors.format_choice import FormatChooser
 from orchestrator.judging.test_paths import DEFAULT_TEST_GLOBS, is_test_path
+from reflection.in_reply import reflection_part
 from reflection.llm import ChatModel, ChatReply
 from reflection.redact import redact
 
@@ -49,6 +50,7 @@ REFLECT_FIRST = (
     "What went wrong: <the cause, naming the failing test and the code at fault>\n"
     "What to do differently: <the change that will make it pass>"
 )
+CODE_NOW = "That is the reflection; now write the edit it calls for."
 CHATS_KEPT = 8  # subtasks whose chat is kept for their next attempt
 
 
@@ -95,10 +97,19 @@ class BuiltinExecutor:
         asked = self.formats.choose(_largest_lines(request.repo_dir, in_play))
         messages = self._messages(request, context, asked, target)
         reply = await self.model.complete(messages, timeout=self.timeout_s, temperature=request.temperature)
+        text, usage, code_asked = reply.text, _usage(reply), False
+        if request.reflect_first and shape_of(reply.text) == "prose" and reflection_part(reply.text):
+            # The reflection came and its edit did not: the code is asked for in the same chat,
+            # as the two-call form asks for it after its reflection call.
+            messages = [*messages, {"role": "assistant", "content": reply.text},
+                        {"role": "user", "content": f"{CODE_NOW}\n\n{reply_shape(asked, target)}"}]
+            reply = await self.model.complete(messages, timeout=self.timeout_s, temperature=request.temperature)
+            text, usage, code_asked = f"{text}\n\n{reply.text}", _summed(usage, _usage(reply)), True
         self._keep(request.chat, Chat(messages, reply.text, asked))
         received = shape_of(reply.text)
         common: dict[str, Any] = {
-            "reply": reply.text, "usage": _usage(reply), "format_asked": asked, "format_received": received,
+            "reply": text, "usage": usage, "format_asked": asked, "format_received": received,
+            "code_asked_for": code_asked,
         }
         try:
             edits = parse_reply(reply.text, truncated=reply.finish_reason == "length")
@@ -206,6 +217,13 @@ def _names(names: list[str]) -> str:
     shown = ", ".join(names[:_MAX_OMITTED_NAMES])
     rest = len(names) - _MAX_OMITTED_NAMES
     return shown + (f" and {rest} more" if rest > 0 else "")
+
+
+def _summed(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two calls' usage as one attempt's: counts and cost added, the last call's model and end."""
+    added = {key: None if first.get(key) is None or second.get(key) is None else first[key] + second[key]
+             for key in ("inputTokens", "outputTokens", "costUsd", "latencyS")}
+    return {**second, **added}
 
 
 def _usage(reply: ChatReply) -> dict[str, Any]:

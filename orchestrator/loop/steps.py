@@ -91,6 +91,8 @@ async def execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
         raise PutBack("model_unavailable", f"the model failed: {exc}") from None
     if not executed.ok and executed.failure_kind == "limit":  # the agent's subscription window is spent
         raise PutBack("usage_limit", f"the agent's usage limit: {executed.error}", executed.resume_at)
+    if executed.code_asked_for:  # a one-call reply with only its reflection: the edit asked for after it
+        s.event("code_asked", attempt=a.number)
     if executed.notes:  # an edit applied elsewhere than its reply said
         a.notes = executed.notes
         s.event("edit_corrected", attempt=a.number, notes=executed.notes)

@@ -51,3 +51,22 @@ def test_result_files_of_separate_modes_merge_into_one_report_with_each_repair_m
     out = capsys.readouterr().out
     assert "| one call | 2/2 | 500 | 250 |" in out and "| adaptive | 2/2 | 500 | 250 |" in out
     assert out.count("| resampling | 2/2 | 300 | 150 |") == 2
+
+
+def test_a_reply_with_only_its_reflection_counts_as_a_reply_not_applied(git_repo) -> None:
+    from projects import WRONG_ADD, do_one_task, make_project
+
+    from bench.humaneval.results import result_from_repo
+
+    reflected = ("What went wrong: add() returned abs(a) + abs(b).\n"
+                 "What to do differently: return the plain sum a + b.")
+    repair = "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n    return a + b\n>>>>>>> REPLACE\n"
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": reflected},
+               {"match": "now write the edit it calls for", "reply": repair}]
+    repo = make_project(git_repo, replies, config={"reflexion": {"oneCall": True}})
+    assert do_one_task(repo) == 0
+
+    found = result_from_repo(repo, "T-1", 1.0)
+
+    assert found is not None and found.passed_at == 2
+    assert (found.replies, found.replies_applied) == (3, 2)  # the reflection alone carried no edit

@@ -90,9 +90,26 @@ def test_a_reply_with_only_the_edit_keeps_the_heuristic_reflection_and_applies_t
     assert (repo / "calc.py").read_text() == CALC_FIXED and model_calls(repo) == 2
 
 
-def test_a_reply_with_only_the_reflection_is_an_unapplied_edit_and_its_reflection_is_kept(git_repo: Path) -> None:
+def test_a_reply_with_only_the_reflection_is_asked_for_its_edit_in_the_same_chat(git_repo: Path) -> None:
+    only_words = REFLECTED.split("\n\n")[0]  # as the CPU runs' small model wrote twice in 33 retries
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": only_words},
+               {"match": "now write the edit it calls for", "reply": REPAIR}]
+    repo = make_project(git_repo, replies, config=ONE_CALL)
+
+    assert do_one_task(repo) == 0
+
+    assert [a["outcome"] for a in attempts(repo)] == ["failed", "passed"]  # no attempt spent on it
+    assert [(r["attemptNumber"], r["source"]) for r in reflection_lines(repo)] == [(1, "llm")]
+    assert [e["attempt"] for e in events_of(repo, "code_asked")] == [2]
+    _, retry, code = execute_calls(repo)
+    assert code["prefixChars"] == retry["promptChars"]  # the same chat: a cache serves all of the retry
+    assert (repo / "calc.py").read_text() == CALC_FIXED
+
+
+def test_a_reflection_then_no_edit_even_when_asked_is_an_unapplied_edit(git_repo: Path) -> None:
     only_words = REFLECTED.split("\n\n")[0]
     replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": only_words},
+               {"match": "now write the edit it calls for", "reply": "I have explained what to change above."},
                {"match": "Attempt 2 could not be applied", "reply": REPAIR}]
     repo = make_project(git_repo, replies, config=ONE_CALL)
 
