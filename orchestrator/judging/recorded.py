@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,7 @@ from orchestrator.git.repo import NO_HOOKS, GitPlumbing, RepoError
 from orchestrator.judging.sessions import Run
 from orchestrator.layout import FOLDER
 from reflection.fileio import atomic_write
+from reflection.redact import redact
 
 log = logging.getLogger("goldenloop.judging")
 
@@ -121,9 +123,9 @@ class BaselineRecords:
         """Record a run that ended cleanly (see the module's note)."""
         if not recordable(run):
             return
-        body = {"key": key, "run": {"verdict": run.verdict.model_dump(mode="json"), "outcomes": dict(run.outcomes),
-                                    "reported": run.reported,
-                                    "singles": [single.model_dump(mode="json") for single in run.singles]}}
+        body = {"key": key, "run": {"verdict": _masked(run.verdict).model_dump(mode="json"),
+                                    "outcomes": dict(run.outcomes), "reported": run.reported,
+                                    "singles": [_masked(single).model_dump(mode="json") for single in run.singles]}}
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write(self.folder / f"{_name(key)}.json", json.dumps(body).encode(), durable=False)
 
@@ -132,6 +134,28 @@ class BaselineRecords:
         done = subprocess.run(["git", *NO_HOOKS, "ls-files", "--error-unmatch", str(path)], cwd=self.project_dir,
                               capture_output=True, check=False)
         return done.returncode == 0
+
+
+# A credential-like run of characters with nothing to name it (a key's body a test printed):
+# a record may be written before the run has learned that value, so it goes by shape too.
+_BARE_KEY = re.compile(r"(?<![\w+/=])(?=[A-Za-z0-9+/=]*[a-z])(?=[A-Za-z0-9+/=]*[A-Z])(?=[A-Za-z0-9+/=]*\d)"
+                       r"[A-Za-z0-9+/=]{32,}(?![\w+/=])")
+
+
+def _mask(text: str) -> str:
+    return _BARE_KEY.sub("[REDACTED:key]", redact(text))
+
+
+def _masked(verdict: Verdict) -> Verdict:
+    """The verdict with what the checks printed, and their commands, masked: a record is a
+    file at rest, and a failing test may print a secret. Ids and the signature stay."""
+    steps = [step.model_copy(update={"output": _mask(step.output), "command": redact(step.command)})
+             for step in verdict.steps]
+    digest = verdict.digest
+    if digest is not None:
+        digest = digest.model_copy(update={"text": _mask(digest.text),
+                                           "first_error": _mask(digest.first_error) if digest.first_error else None})
+    return verdict.model_copy(update={"steps": steps, "digest": digest})
 
 
 def recordable(run: Run) -> bool:
