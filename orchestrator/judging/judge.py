@@ -248,8 +248,11 @@ class Judge:
         return first if deciding else frozenset()  # none could decide: no run of their own
 
     def _by_id(self, base: Baseline) -> bool:
-        """Whether tests may run by id: pytest reported the base's by id, for one test command."""
-        return self.g.retry.failing_first and base.reported and len(self.g.checks.tests) == 1
+        """Whether tests may run by id: pytest reported the base's by id, for one test command.
+        Not for retry.strategy "tree": it picks a starting tree by the attempts' scores, which
+        only the whole suite gives (a test the failing ones first left unrun may be broken)."""
+        retry = self.g.retry
+        return retry.failing_first and retry.strategy != "tree" and base.reported and len(self.g.checks.tests) == 1
 
     async def _settled(self, base: Baseline, tree: str, quick: Run, first: frozenset[str]
                        ) -> tuple[Verdict, Judgement] | None:
