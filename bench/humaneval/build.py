@@ -10,7 +10,9 @@ suite: the model is shown the failures an attempt causes, not the assertions in
 advance, which is how the Reflexion paper and Aider's benchmark keep their tests.
 
 A repository is built in a scratch folder and renamed into place, so it is either
-complete or absent; an existing one is reused, which is what lets a run resume.
+complete or absent. It is always built afresh: a run resumes by problem, and a problem
+left unfinished by a killed run starts again from its stub, since its attempts cannot be
+continued without exceeding the fixed trials.
 """
 
 from __future__ import annotations
@@ -127,13 +129,11 @@ def is_built(repo_dir: Path) -> bool:
 
 
 def build_repo(problem: Problem, repo_dir: Path, config: dict[str, Any], checks_dir: Path) -> Path:
-    """The problem's repository at `repo_dir`; an existing one is left as it is."""
-    if is_built(repo_dir):
-        return repo_dir
+    """The problem's repository at `repo_dir`, built afresh: whatever was there is replaced."""
     check = write_check(problem, checks_dir)
     scratch = repo_dir.with_name(f".building-{repo_dir.name}")
     shutil.rmtree(scratch, ignore_errors=True)  # left by a run killed while building
-    if repo_dir.exists():  # a half-built repository cannot be trusted
+    if repo_dir.exists():  # half built, or a problem a killed run left unfinished
         shutil.rmtree(repo_dir)
     files = {
         SOLUTION: solution_stub(problem),

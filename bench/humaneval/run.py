@@ -33,7 +33,7 @@ from collections.abc import Iterator
 
 import anyio
 
-from bench.humaneval.build import build_repo, project_config
+from bench.humaneval.build import build_repo, is_built, project_config
 from bench.humaneval.chart import write_html
 from bench.humaneval.control import run_control
 from bench.humaneval.modes import (
@@ -49,7 +49,7 @@ from bench.humaneval.modes import (
 from bench.humaneval.options import RunOptions
 from bench.humaneval.problems import Problem, ProblemError, dataset_info, load_problems, parse_ids, select
 from bench.humaneval.report import write_markdown
-from bench.humaneval.results import ModeRecord, ModeSettings, ResultFile, result_from_repo
+from bench.humaneval.results import ModeRecord, ModeSettings, ProblemResult, ResultFile, result_from_repo
 from orchestrator.batch.engine import Budget, OvernightOptions, RepoReport, run_overnight_async
 from orchestrator.session import Overrides
 from reflection.llm import LiteLLMModel, ModelError
@@ -181,6 +181,11 @@ class ModeRun:
     async def _run_problem(self, problem: Problem) -> None:
         repo = self.options.work / self.mode.name / problem.slug
         checks = self.options.work / "checks"
+        if is_built(repo):  # killed after its task finished, before the result was saved
+            kept = await anyio.to_thread.run_sync(result_from_repo, repo, problem.slug, 0.0)
+            if kept is not None:
+                self._keep(problem, kept)
+                return
         await anyio.to_thread.run_sync(build_repo, problem, repo, self.config, checks)
         started = time.monotonic()
         report = await self._overnight(repo)
@@ -192,6 +197,9 @@ class ModeRun:
         if result is None:
             self._unfinished(problem, report)
             return
+        self._keep(problem, result)
+
+    def _keep(self, problem: Problem, result: ProblemResult) -> None:
         self.unfinished_in_a_row = 0
         self.record.problems[problem.task_id] = result
         self.results.save(self.options.results_path)

@@ -184,6 +184,29 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     assert {k: v for k, v in restored.items() if k != "wallS"} == {k: v for k, v in kept.items() if k != "wallS"}
 
 
+@pytest.mark.slow
+def test_a_problem_a_killed_run_left_unfinished_starts_again_from_its_stub(tmp_path):
+    work = tmp_path / "work"
+    options = smoke_options(work, PROBLEMS, parallel=2, modes=[MODES["raw"]])
+    run(options)
+    # As a kill -9 mid-problem leaves it: attempts made, the task still open, no result saved.
+    repo = work / "raw" / NEVER.replace("/", "-")
+    tasks = repo / ".openagents" / "tasks.jsonl"
+    lines = [json.loads(line) for line in tasks.read_text().splitlines() if line.strip()]
+    for line in lines:
+        line["status"] = "in_progress"
+    tasks.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    data = json.loads(options.results_path.read_text())
+    del data["modes"]["raw"]["problems"][NEVER]
+    options.results_path.write_text(json.dumps(data))
+
+    again = run(smoke_options(work, PROBLEMS, parallel=2, modes=[MODES["raw"]]))
+
+    redone = again.modes["raw"].problems[NEVER]
+    assert (redone.outcome, redone.attempts) == ("failed", MODES["raw"].max_attempts)  # not 4 more on top
+    assert run_logs(work)["raw/" + NEVER.replace("/", "-")] == 1  # a new repository, one run
+
+
 def _finished(path: Path, mode: str) -> list[str]:
     try:
         return list(json.loads(path.read_text())["modes"][mode]["problems"])
