@@ -165,7 +165,7 @@ async def not_applied(s: SubtaskState, a: Attempt, executed: ExecutionResult) ->
             formatAsked=executed.format_asked, formatReceived=executed.format_received,
             reply=cut_block(redact(executed.reply or ""), REPLY_LOGGED))
     # a format failure or a failed run is a lesson too (not for retry.fresh's samples)
-    reflection_id = None if fresh(s) else await reflect_on_unapplied(s, executed)
+    reflection_id = None if fresh(s) else await reflect_on_unapplied(s, executed, retried=a.number < s.max_attempts)
     s.record(a, "edit_failed", reason, reflection_id=reflection_id, executed=executed)
     failure = "\n".join(part for part in (executed.error, executed.repair) if part)
     s.earlier.snapshots.append(AttemptSnapshot(a.number, reason, a.diff, 0.0, failure=executed.error or ""))
@@ -186,7 +186,7 @@ async def repeated(s: SubtaskState, a: Attempt, same_as: int, executed: Executio
     if same_as in e.judgements:  # what that code does, so the task's reason names the failure
         summary += f"; that code: {e.judgements[same_as].summary}"
     s.event("repeat", attempt=n, sameAs=same_as, action="counted as a failed attempt")
-    reflection_id = await reflect_on(s, "repeat", summary)
+    reflection_id = await reflect_on(s, "repeat", summary, retried=n < s.max_attempts)
     s.record(a, "repeat", summary, reflection_id=reflection_id, executed=executed)
     earlier = e.snapshot(same_as)
     diff = earlier.diff if earlier else ""

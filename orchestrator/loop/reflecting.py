@@ -30,35 +30,40 @@ async def reflect_on_verdict(s: SubtaskState, verdict: Verdict, judged: Judgemen
     stage = _JUDGED_STAGES.get(judged.outcome, "verify")
     if stage != "verify" or digest is None:  # the checks passed, the judge did not: no test shows the change
         kind = (verdict.failure_type or FailureType.TEST_FAILURE) if stage == "verify" else None
-        return await reflect_on(s, stage, judged.failure or judged.summary, diff=diff, failure_type=kind)
+        return await reflect_on(s, stage, judged.failure or judged.summary, retried=retried, diff=diff,
+                                failure_type=kind)
     return await reflect(
         s, failure_type=verdict.failure_type, digest=judged.failure or digest.text,
         error_signature=digest.signature, failing_tests=list(judged.failing_tests),
         first_error=judged.first_error, diff=diff,
         preexisting_tests=list(judged.parts.others if judged.parts else judged.waived),
-        previous_signature=s.previous_signature, defer=retried and in_reply(s),
+        previous_signature=s.previous_signature, retried=retried,
     )
 
 
-async def reflect_on_unapplied(s: SubtaskState, executed: ExecutionResult) -> str | None:
+async def reflect_on_unapplied(s: SubtaskState, executed: ExecutionResult, *, retried: bool = False) -> str | None:
     """Reflect on an attempt whose work never reached the checks: a reply not applied, an
     agent's run that failed or hit its time limit, an agent that cannot run here."""
     timeout = FailureType.TIMEOUT if executed.timed_out else None
     return await reflect_on(s, _UNAPPLIED_STAGES[executed.failure_kind],
-                            executed.error or executed.failure_summary(), failure_type=timeout)
+                            executed.error or executed.failure_summary(), retried=retried, failure_type=timeout)
 
 
-async def reflect_on(s: SubtaskState, stage: FailureStage, reason: str, **failure: Any) -> str | None:
+async def reflect_on(s: SubtaskState, stage: FailureStage, reason: str, *, retried: bool = False,
+                     **failure: Any) -> str | None:
     """Reflect on a failure no check explains; `reason` is its one plain account."""
-    return await reflect(s, stage=stage, digest=reason, **failure)
+    return await reflect(s, retried=retried, stage=stage, digest=reason, **failure)
 
 
-async def reflect(s: SubtaskState, *, defer: bool = False, **failure: Any) -> str | None:
+async def reflect(s: SubtaskState, *, retried: bool = False, **failure: Any) -> str | None:
     """Write a reflection on the attempt in flight; its id, or None (reflexion off or failing,
-    or `defer`red to the retry's reply, which writes it: `settle_pending`).
+    or left to the retry's reply, which writes it: `settle_pending`).
 
     Every failed attempt gets one, the last before an escalation too: a retry reads it, and
-    the escalation packet and the memory keep why the last try failed."""
+    the escalation packet and the memory keep why the last try failed. With reflexion.oneCall
+    (`in_reply`) no call is made for one: a retry's reply writes it (`retried`), and the
+    last failure's is the heuristic one, since a call for it would cost as much as a retry
+    and the task's outcome reflection already asks the model what to learn."""
     service = s.p.reflections
     if service is None:
         return None
@@ -68,10 +73,12 @@ async def reflect(s: SubtaskState, *, defer: bool = False, **failure: Any) -> st
     ctx = FailureContext(session_id=s.p.session_id, task_id=s.task.id, subtask_id=sub.id,
                          attempt_number=number, subtask_title=sub.title, subtask_description=sub.description,
                          **{"files_modified": s.changed, **failure})
-    if defer:  # kept with the subtask as well: a run killed before the reply leaves it to the next
+    if in_reply(s):  # kept with the subtask as well: a run killed before the reply leaves it to the next
         s.pending = ctx
         sub.pending_reflection = redact_data(ctx.to_dict())
-        return None
+        if retried:
+            return None
+        return settle_pending(s, None)
     try:
         reflection = await service.reflect(ctx, previous=recalled(s, service.max_per_retry))
     except Exception as exc:  # noqa: BLE001 - memory trouble must not stop the loop
@@ -94,14 +101,14 @@ def in_reply(s: SubtaskState) -> bool:
             and c.executor.kind == "builtin" and not c.retry.fresh)
 
 
-def settle_pending(s: SubtaskState, reply: str | None, *, model: str | None = None) -> None:
+def settle_pending(s: SubtaskState, reply: str | None, *, model: str | None = None) -> str | None:
     """Store the reflection the last failure waits for: the one `reply` began with, or the
-    heuristic one (no reply, or none in it). The failure's record gets its id."""
+    heuristic one (no reply, or none in it); its id. The failure's record gets it."""
     ctx, s.pending = s.pending, None
     s.subtask.pending_reflection = None
     service = s.p.reflections
     if ctx is None or service is None:
-        return
+        return None
     from reflection.generate import reflection_in_reply  # loaded once a retry needs it
 
     made = reflection_in_reply(ctx, reply, model=model, previous=recalled(s, service.max_per_retry))
@@ -114,6 +121,7 @@ def settle_pending(s: SubtaskState, reply: str | None, *, model: str | None = No
     s.event("reflection", attempt=ctx.attempt_number, id=reflection.id, failureId=ctx.id, stage=ctx.stage,
             category=reflection.category, analysis=reflection.analysis, suggestion=reflection.suggestion,
             source=reflection.source, model=reflection.model, path=service.location, inReply=True)
+    return reflection.id
 
 
 def settle_left_pending(s: SubtaskState) -> None:

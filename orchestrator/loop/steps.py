@@ -61,8 +61,18 @@ def prepare(s: SubtaskState) -> Attempt:
     request = ExecutionRequest(repo_dir=p.repo.root, prompt=prompt.text, attempt=s.attempt, hint_paths=s.changed,
                                focus=focus_text(s.task, s.plan, s.subtask), latest=prompt.latest,
                                follow_up=prompt.follow_up, chat=f"{s.task.id}/{s.subtask.id}",
-                               reflect_first=s.pending is not None)
+                               reflect_first=s.pending is not None, temperature=_sample_temperature(s))
     return Attempt(s.attempt, request, spent, applying, started=time.monotonic(), patch=s.latest_patch)
+
+
+def _sample_temperature(s: SubtaskState) -> float | None:
+    """retry.strategy "adaptive": a fresh start (chosen, or after a repeat) is a new sample, so
+    a greedy model is asked it at the re-ask's temperature: greedy decoding of much the
+    first prompt mostly writes the first draft again. None: the configured temperature."""
+    last, configured = s.last, s.p.config.model_temperature
+    if s.p.config.retry.strategy != "adaptive" or last is None or not (last.afresh or last.repeat_of is not None):
+        return None
+    return REASK_TEMPERATURE if configured is not None and configured < REASK_TEMPERATURE else None
 
 
 def _worker(s: SubtaskState) -> str:
@@ -104,7 +114,8 @@ async def execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
 
 async def _execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
     """Run the executor; a retry that gives back a failed attempt's code is asked once more,
-    from the subtask's start, told how that code failed but not shown it. `a.same_as` says
+    from the subtask's start, told how that code failed but not shown it (with "adaptive",
+    the next attempt is that ask). `a.same_as` says
     when its tree is still one a failed attempt left: verifying it again would only repeat
     a known verdict."""
     executed = await s.p.executor.execute(a.request)
@@ -112,6 +123,9 @@ async def _execute(s: SubtaskState, a: Attempt) -> ExecutionResult:
         settle_pending(s, executed.reply, model=(executed.usage or {}).get("model"))
     same_as = await _same_as_failed(s, a, executed)
     retry = s.p.config.retry
+    if same_as is not None and retry.strategy == "adaptive":  # one call per attempt: counted, and the next starts over
+        a.same_as = same_as
+        return executed
     if same_as is None or not retry.reask_repeats or retry.fresh:  # a fresh sample is told nothing
         return executed
     s.event("repeat", attempt=a.number, sameAs=same_as, action="asked again")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from projects import (
+    CALC_ABS,
     CALC_FIXED,
     FIX_ADD,
     REFLECTION,
@@ -128,8 +129,11 @@ def test_the_last_failure_before_an_escalation_still_gets_its_reflection(git_rep
 
     assert do_one_task(repo) == 1
 
-    assert [r["attemptNumber"] for r in reflection_lines(repo)] == [1, 2]
+    # No reply follows attempt 2, and a call of its own would cost as much as a retry: the heuristic
+    # one. The task's outcome reflection is the one reflection call.
+    assert [(r["attemptNumber"], r["source"]) for r in reflection_lines(repo)][-1] == (2, "heuristic")
     assert all(a.get("reflectionId") for a in attempts(repo))
+    assert [c["purpose"] for c in events_of(repo, "model_call")].count("reflect") == 1
     packet = (repo / ".openagents" / "escalations" / "T-1.md").read_text()
     assert packet.count("test_add_negative") >= 1
 
@@ -207,6 +211,23 @@ def test_adaptive_starts_afresh_when_a_repair_failed_exactly_as_the_attempt_it_r
     assert (first["failureClass"], first["choice"]) == ("crash", "repair")  # a traceback names the line
     assert (second["failureClass"], second["choice"]) == ("crash", "resample")
     assert second["why"] == "attempt 2 repaired attempt 1 and failed exactly as it did"
+    assert (repo / "calc.py").read_text() == CALC_FIXED
+
+
+def test_adaptive_counts_a_repair_that_gives_the_code_back_and_samples_its_fresh_start(git_repo: Path) -> None:
+    # A greedy model's repair gives attempt 1's code back: one call per attempt, so it is counted
+    # (no second ask inside the attempt), and the next attempt starts over as a sample.
+    repeat = REFLECTED.replace(REPAIR, f"calc.py\n```python\n{CALC_ABS}```\n")  # attempt 1's file, whole
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": repeat},
+               {"match": "gave back exactly the code of attempt 1", "reply": FIX_ADD}]
+    repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL, "modelTemperature": 0})
+
+    assert do_one_task(repo) == 0
+
+    [repeat_event] = events_of(repo, "repeat")
+    assert repeat_event["action"] == "counted as a failed attempt"
+    assert [a["outcome"] for a in attempts(repo)] == ["failed", "repeat", "passed"]
+    assert [c.get("temperature") for c in execute_calls(repo)] == [None, None, 0.7]
     assert (repo / "calc.py").read_text() == CALC_FIXED
 
 
