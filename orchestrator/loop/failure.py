@@ -204,5 +204,5 @@ async def repeated(s: SubtaskState, a: Attempt, same_as: int, executed: Executio
         decision = s.track(dataclasses.replace(e.scores[same_as], number=n), always_log=True)
         if decision.action == "stop" and n < s.max_attempts and s.converges:
             raise Escalate(decision.reason or StopReason.PLATEAU)
-    s.last = LastAttempt(n, diff, e.failures[n], repeat_of=same_as)
+    s.last = LastAttempt(n, diff, e.failures[n], repeat_of=same_as, afresh=s.p.config.retry.strategy == "adaptive")
     raise Retry

@@ -36,8 +36,9 @@ class LastAttempt:
     # The tree is no longer the one the attempt's reply made (a regression rolled back, a
     # rejected diff undone): the next prompt shows the files as they are, in a new chat.
     tree_moved: bool = False
-    # retry.strategy "adaptive" chose a fresh start: the files are back at the base and the
-    # attempt's code is not shown, only how it failed (loop/retry_choice.py).
+    # retry.strategy "adaptive" starts afresh (chosen, or after a repeat): a new sample from
+    # the base, told only the reflections' lessons, so its prompt is the first attempt's with
+    # them after it (loop/retry_choice.py).
     afresh: bool = False
 
 
@@ -99,7 +100,7 @@ def attempt_parts(
         parts.append(f"## This step: {subtask.title}\n{subtask.description}".rstrip())
     if lessons:
         parts.append(lessons)
-    latest = [_last_attempt_block(last)] if last is not None else []
+    latest = [_last_attempt_block(last)] if last is not None and not last.afresh else []
     if reflections:
         latest.append(reflections)
     follow = _follow_up_block(last) if last is not None else None
@@ -208,12 +209,6 @@ def _last_attempt_block(last: LastAttempt) -> str:
         )
     if last.repeat_of is not None:
         return start_over(last.repeat_of, last.failure, by=last.number)
-    if last.afresh:
-        return (f"## Attempt {last.number} failed: start afresh\n"
-                "The files are back to how they were before the first attempt, as shown above. That attempt "
-                f"was far from passing, so its code is not shown; it failed like this:\n"
-                f"```\n{cut_block(last.failure, FAILURE_LIMIT)}\n```\n"
-                "Write a new implementation rather than a variation of it; the reflections say what to avoid.")
     diff = last.diff or "(the attempt changed no files)"
     if len(diff) > DIFF_LIMIT:
         diff = diff[:DIFF_LIMIT] + f"\n[... {len(diff) - DIFF_LIMIT} characters omitted ...]"

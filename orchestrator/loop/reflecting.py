@@ -167,5 +167,5 @@ def prompt_for(s: SubtaskState, last: LastAttempt | None) -> AttemptPrompt:
     checks = "\n\n".join(part for part in (checks, before) if part)
     return attempt_parts(s.task, s.plan, s.subtask, last=last, reflections=block, notes=s.notes,
                           checks=checks,
-                          lessons=s.lessons if s.attempt == 1 or fresh else "",
+                          lessons=s.lessons if s.attempt == 1 or fresh or (last and last.afresh) else "",
                           rules=memory.rules() if memory else "")

@@ -55,6 +55,8 @@ def prepare(s: SubtaskState) -> Attempt:
     s.attempt += 1
     applying, s.next_applying = s.next_applying, []
     spent = p.meter.copy()
+    if s.last is not None and s.last.afresh:  # not shown the failure, it cannot reflect on it: the heuristic lesson
+        settle_pending(s, None)
     prompt = prompt_for(s, s.last)
     s.event("attempt_started", attempt=s.attempt, of=s.max_attempts, number=s.subtask.next_number,
             executor=_worker(s), promptChars=len(prompt.text))
@@ -69,8 +71,8 @@ def _sample_temperature(s: SubtaskState) -> float | None:
     """retry.strategy "adaptive": a fresh start (chosen, or after a repeat) is a new sample, so
     a greedy model is asked it at the re-ask's temperature: greedy decoding of much the
     first prompt mostly writes the first draft again. None: the configured temperature."""
-    last, configured = s.last, s.p.config.model_temperature
-    if s.p.config.retry.strategy != "adaptive" or last is None or not (last.afresh or last.repeat_of is not None):
+    configured = s.p.config.model_temperature
+    if s.last is None or not s.last.afresh:
         return None
     return REASK_TEMPERATURE if configured is not None and configured < REASK_TEMPERATURE else None
 

@@ -168,7 +168,7 @@ ADAPTIVE = {"retry": {"strategy": "adaptive"}}
 
 def test_adaptive_starts_afresh_after_a_draft_far_off_and_records_what_it_came_to(git_repo: Path) -> None:
     # "return a - b" is only in the base tree: a retry that repaired the failed tree gets no reply
-    afresh = r"start afresh(?![\s\S]*return 0)"
+    afresh = r"^(?![\s\S]*return 0)[\s\S]*Reflections from Previous Attempts"
     replies = [{"match": "Task T-1", "reply": ZERO_ADD}, {"match": afresh, "reply": FIX_ADD}]
     repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL})
 
@@ -176,6 +176,10 @@ def test_adaptive_starts_afresh_after_a_draft_far_off_and_records_what_it_came_t
 
     [choice] = events_of(repo, "retry_choice")
     assert (choice["failureClass"], choice["choice"]) == ("far_off", "resample")
+    # The first prompt again up to its last lines (the reply's shape, said last), then the lessons:
+    # a cache serves nearly all of it.
+    first, fresh = execute_calls(repo)
+    assert first["promptChars"] - 200 < fresh["prefixChars"] < first["promptChars"] < fresh["promptChars"]
     assert (repo / "calc.py").read_text() == CALC_FIXED
     record = json.loads((repo / ".openagents" / "memory" / "retry-choices.json").read_text())
     assert record["classes"]["far_off"]["resample"] == {"tried": 1, "passed": 1}
@@ -202,7 +206,7 @@ CRASH_AGAIN = ("What went wrong: add() read a.total, and an int has no total.\n"
 def test_adaptive_starts_afresh_when_a_repair_failed_exactly_as_the_attempt_it_repaired(git_repo: Path) -> None:
     # FIX_ADD's search text, `return a - b`, is only in the base's file: applied, it shows a fresh start.
     replies = [{"match": "Task T-1", "reply": CRASH_ADD}, {"match": "Attempt 1 failed", "reply": CRASH_AGAIN},
-               {"match": "start afresh", "reply": FIX_ADD}]
+               {"match": "Reflections from Previous Attempts", "reply": FIX_ADD}]
     repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL})
 
     assert do_one_task(repo) == 0
@@ -219,7 +223,7 @@ def test_adaptive_counts_a_repair_that_gives_the_code_back_and_samples_its_fresh
     # (no second ask inside the attempt), and the next attempt starts over as a sample.
     repeat = REFLECTED.replace(REPAIR, f"calc.py\n```python\n{CALC_ABS}```\n")  # attempt 1's file, whole
     replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Attempt 1 failed", "reply": repeat},
-               {"match": "gave back exactly the code of attempt 1", "reply": FIX_ADD}]
+               {"match": "Reflections from Previous Attempts", "reply": FIX_ADD}]
     repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL, "modelTemperature": 0})
 
     assert do_one_task(repo) == 0
