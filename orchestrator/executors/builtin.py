@@ -46,7 +46,7 @@ _MAX_OMITTED_NAMES = 100  # a huge repository must not flood the prompt with nam
 # Where reflexion.oneCall asks for the reflection: first in the reply, before the edit,
 # in two labelled lines a small model keeps to (reflection/in_reply.py reads them).
 REFLECT_FIRST = (
-    "Begin your reply with these two lines, then the edit:\n"
+    "Begin your reply with these two lines:\n"
     "What went wrong: <the cause, naming the failing test and the code at fault>\n"
     "What to do differently: <the change that will make it pass>"
 )
@@ -172,10 +172,11 @@ def build_messages(
 
 
 def _ending(edit_format: EditFormat, target: str | None, reflect_first: bool) -> str:
-    """The prompt's last words, where small models look: the reply's shape, and the
-    reflection it begins with when one is asked for."""
+    """The prompt's last words, where small models look: the reflection the reply begins
+    with when one is asked for, then the reply's shape. Said the other way round, a 1.5B
+    model wrote the two lines it read last and stopped, and the edit had to be asked for."""
     shape = reply_shape(edit_format, target)
-    return f"{shape}\n{REFLECT_FIRST}" if reflect_first else shape
+    return f"{REFLECT_FIRST}\nThen, in the same reply, the edit. {shape}" if reflect_first else shape
 
 
 def _view(request: ExecutionRequest, context: RepoContext, in_play: list[str]) -> RepoView:
