@@ -73,12 +73,12 @@ async def reflect(s: SubtaskState, *, retried: bool = False, **failure: Any) -> 
     ctx = FailureContext(session_id=s.p.session_id, task_id=s.task.id, subtask_id=sub.id,
                          attempt_number=number, subtask_title=sub.title, subtask_description=sub.description,
                          **{"files_modified": s.changed, **failure})
-    if in_reply(s):  # kept with the subtask as well: a run killed before the reply leaves it to the next
+    if in_reply(s):
         s.pending = ctx
-        sub.pending_reflection = redact_data(ctx.to_dict())
-        if retried:
-            return None
-        return settle_pending(s, None)
+        if not retried:  # no reply will write it
+            return settle_pending(s, None)
+        sub.pending_reflection = redact_data(ctx.to_dict())  # a run killed before the reply leaves it to the next
+        return None
     try:
         reflection = await service.reflect(ctx, previous=recalled(s, service.max_per_retry))
     except Exception as exc:  # noqa: BLE001 - memory trouble must not stop the loop
