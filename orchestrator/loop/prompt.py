@@ -37,8 +37,8 @@ class LastAttempt:
     # rejected diff undone): the next prompt shows the files as they are, in a new chat.
     tree_moved: bool = False
     # retry.strategy "adaptive" starts afresh (chosen, or after a repeat): a new sample from
-    # the base, told only the reflections' lessons, so its prompt is the first attempt's with
-    # them after it (loop/retry_choice.py).
+    # the base, told only the lessons the model wrote in its reflections: its prompt is the
+    # first attempt's, with those lessons (if any) after it (loop/retry_choice.py).
     afresh: bool = False
 
 

@@ -147,6 +147,16 @@ def recalled(s: SubtaskState, limit: int) -> list[Reflection]:
     return service.recent(s.subtask.id, min(limit, written))
 
 
+def _lessons_kept(reflections: list[Reflection], last: LastAttempt | None) -> list[Reflection]:
+    """What a retry is told of the reflections. A fresh start (retry.strategy "adaptive") is
+    a new sample: only the model's own lessons. A heuristic reflection restates how a draft
+    failed, which is what the fresh start is meant to forget; told it, a small model wrote
+    much the same far-off draft again, and the prompt no longer began as the first did."""
+    if last is None or not last.afresh:
+        return reflections
+    return [r for r in reflections if r.source != "heuristic"]
+
+
 def prompt_for(s: SubtaskState, last: LastAttempt | None) -> AttemptPrompt:
     """The attempt's prompt: the task, what the last attempt did, its reflections, the
     lessons of other tasks (first attempt only) and the project's rules. With retry.fresh
@@ -156,7 +166,7 @@ def prompt_for(s: SubtaskState, last: LastAttempt | None) -> AttemptPrompt:
     c = s.p.config
     fresh = c.retry.fresh  # every retry the first attempt's prompt again
     if service is not None and not fresh and (last is not None or s.subtask.attempts):  # incl. a killed run's
-        block = service.format_for_prompt(recalled(s, service.max_per_retry))
+        block = service.format_for_prompt(_lessons_kept(recalled(s, service.max_per_retry), last))
     memory = s.p.memory
     checks = "" if c.executor.kind == "builtin" else checks_block(  # an agent finds its own way: say the goal
         [*c.typecheck_commands, *c.test_commands], sandboxed=getattr(s.p.executor, "sandboxed", False))

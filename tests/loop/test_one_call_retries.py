@@ -167,19 +167,22 @@ ADAPTIVE = {"retry": {"strategy": "adaptive"}}
 
 
 def test_adaptive_starts_afresh_after_a_draft_far_off_and_records_what_it_came_to(git_repo: Path) -> None:
-    # "return a - b" is only in the base tree: a retry that repaired the failed tree gets no reply
-    afresh = r"^(?![\s\S]*return 0)[\s\S]*Reflections from Previous Attempts"
-    replies = [{"match": "Task T-1", "reply": ZERO_ADD}, {"match": afresh, "reply": FIX_ADD}]
-    repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL})
+    # Both replies answer the first prompt; FIX_ADD's search text, `return a - b`, is only in the
+    # base's file, so it applies only to a fresh start.
+    replies = [{"match": "Task T-1", "reply": ZERO_ADD}, {"match": "Task T-1", "reply": FIX_ADD}]
+    repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL, "modelTemperature": 0})
 
     assert do_one_task(repo) == 0
 
     [choice] = events_of(repo, "retry_choice")
     assert (choice["failureClass"], choice["choice"]) == ("far_off", "resample")
-    # The first prompt again up to its last lines (the reply's shape, said last), then the lessons:
-    # a cache serves nearly all of it.
+    # Its only reflection is the heuristic one, which restates the failure: the fresh start is
+    # the first prompt again, byte for byte (a cache serves all of it), sampled.
     first, fresh = execute_calls(repo)
-    assert first["promptChars"] - 200 < fresh["prefixChars"] < first["promptChars"] < fresh["promptChars"]
+    assert fresh["prefixChars"] == fresh["promptChars"] == first["promptChars"]
+    assert [first.get("temperature"), fresh.get("temperature")] == [None, 0.7]
+    [kept] = reflection_lines(repo)
+    assert kept["source"] == "heuristic" and kept["attemptNumber"] == 1  # still kept for memory and the packet
     assert (repo / "calc.py").read_text() == CALC_FIXED
     record = json.loads((repo / ".openagents" / "memory" / "retry-choices.json").read_text())
     assert record["classes"]["far_off"]["resample"] == {"tried": 1, "passed": 1}
@@ -205,8 +208,10 @@ CRASH_AGAIN = ("What went wrong: add() read a.total, and an int has no total.\n"
 
 def test_adaptive_starts_afresh_when_a_repair_failed_exactly_as_the_attempt_it_repaired(git_repo: Path) -> None:
     # FIX_ADD's search text, `return a - b`, is only in the base's file: applied, it shows a fresh start.
+    # The fresh start is told the lesson attempt 2's reply wrote, not attempt 2's heuristic one.
+    told = r"^(?![\s\S]*### Attempt 2)[\s\S]*### Attempt 1\n- \*\*What went wrong\*\*: add\(\) read a.total"
     replies = [{"match": "Task T-1", "reply": CRASH_ADD}, {"match": "Attempt 1 failed", "reply": CRASH_AGAIN},
-               {"match": "Reflections from Previous Attempts", "reply": FIX_ADD}]
+               {"match": told, "reply": FIX_ADD}]
     repo = make_project(git_repo, replies, config={**ADAPTIVE, **ONE_CALL})
 
     assert do_one_task(repo) == 0
