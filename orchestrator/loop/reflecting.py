@@ -150,8 +150,8 @@ def recalled(s: SubtaskState, limit: int) -> list[Reflection]:
 def _lessons_kept(reflections: list[Reflection], last: LastAttempt | None) -> list[Reflection]:
     """What a retry is told of the reflections. A fresh start (retry.strategy "adaptive") is
     a new sample: only the model's own lessons. A heuristic reflection restates how a draft
-    failed, which is what the fresh start is meant to forget; told it, a small model wrote
-    much the same far-off draft again, and the prompt no longer began as the first did."""
+    failed, which is what the fresh start is meant to forget, and without it the prompt is
+    the first attempt's again, which a prompt cache serves whole."""
     if last is None or not last.afresh:
         return reflections
     return [r for r in reflections if r.source != "heuristic"]
