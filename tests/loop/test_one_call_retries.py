@@ -180,7 +180,7 @@ def test_adaptive_starts_afresh_after_a_draft_far_off_and_records_what_it_came_t
     # the first prompt again, byte for byte (a cache serves all of it), sampled.
     first, fresh = execute_calls(repo)
     assert fresh["prefixChars"] == fresh["promptChars"] == first["promptChars"]
-    assert [first.get("temperature"), fresh.get("temperature")] == [None, 0.7]
+    assert [first.get("temperature"), fresh.get("temperature")] == [None, 0.8]
     [kept] = reflection_lines(repo)
     assert kept["source"] == "heuristic" and kept["attemptNumber"] == 1  # still kept for memory and the packet
     assert (repo / "calc.py").read_text() == CALC_FIXED
@@ -236,7 +236,7 @@ def test_adaptive_counts_a_repair_that_gives_the_code_back_and_samples_its_fresh
     [repeat_event] = events_of(repo, "repeat")
     assert repeat_event["action"] == "counted as a failed attempt"
     assert [a["outcome"] for a in attempts(repo)] == ["failed", "repeat", "passed"]
-    assert [c.get("temperature") for c in execute_calls(repo)] == [None, None, 0.7]
+    assert [c.get("temperature") for c in execute_calls(repo)] == [None, None, 0.8]
     assert (repo / "calc.py").read_text() == CALC_FIXED
 
 
