@@ -5,7 +5,9 @@ precise and the draft is close; a fresh sample from the base (told only how the 
 failed and the reflections' lessons, never shown its code) wins when the draft is far
 off (Olausson et al., "Is Self-Repair a Silver Bullet for Code Generation?"). The choice
 is made per failure class: by a rule at first, then by the project's own record of which
-choice solved that class, once both have been tried often enough to tell.
+choice solved that class, once both have been tried often enough to tell. A rule's
+choice that has passed none of its first tries in a class gives way to the other until
+that one has been tried as often, so the record can tell the two apart.
 
 The record is `.openagents/memory/retry-choices.json`: per failure class and choice, the
 retries made and those that passed. Small, rewritten atomically under a lock, committed
@@ -36,6 +38,8 @@ FailureClass = Literal["crash", "near_miss", "far_off", "timeout", "judged"]
 RULE: dict[FailureClass, Choice] = {
     "crash": "repair", "near_miss": "repair", "judged": "repair", "far_off": "resample", "timeout": "resample",
 }
+CHOICES: tuple[Choice, ...] = ("repair", "resample")
+WORDS: dict[Choice, str] = {"repair": "repair", "resample": "a fresh start"}
 MIN_TRIES = 3  # retries of each choice in a class before the record overrules the rule
 NEAR = 0.5  # share of the judged tests passing from which a wrong output is a near miss
 
@@ -70,17 +74,21 @@ class RetryChoices:
 
     def choose(self, klass: FailureClass) -> tuple[Choice, str]:
         """The choice for a failure of `klass`, and why, in words for the run log."""
-        counts = self.load().get(klass, {})
-        rates = {}
-        for choice in ("repair", "resample"):
-            tried = counts.get(choice, {}).get("tried", 0)
-            if tried < MIN_TRIES:
-                return RULE[klass], f"the rule for a {klass.replace('_', ' ')}"
-            rates[choice] = counts[choice].get("passed", 0) / tried
+        counts = self.load().get(klass)
+        tried = {c: _count(counts, c, "tried") for c in CHOICES}
+        rates = {c: _count(counts, c, "passed") / max(tried[c], 1) for c in CHOICES}
+        rule, name = RULE[klass], klass.replace("_", " ")
+        other: Choice = "resample" if rule == "repair" else "repair"
+        if tried[rule] >= MIN_TRIES and rates[rule] == 0 and tried[other] < MIN_TRIES:
+            # the rule never worked here: without trying the other, the record could never overrule it
+            return other, (f"{WORDS[rule]} passed none of its {tried[rule]} tries for a {name} in this "
+                           f"project, so {WORDS[other]} is tried")
+        if min(tried.values()) < MIN_TRIES:
+            return rule, f"the rule for a {name}"
         if rates["repair"] == rates["resample"]:
-            return RULE[klass], f"the rule for a {klass.replace('_', ' ')} (the record is even)"
+            return rule, f"the rule for a {name} (the record is even)"
         best: Choice = "repair" if rates["repair"] > rates["resample"] else "resample"
-        return best, (f"this project's record for a {klass.replace('_', ' ')}: repair passed "
+        return best, (f"this project's record for a {name}: repair passed "
                       f"{rates['repair']:.0%}, a fresh start {rates['resample']:.0%}")
 
     def record(self, klass: str, choice: str, passed: bool) -> None:
@@ -92,5 +100,12 @@ class RetryChoices:
                 counts["passed"] = counts.get("passed", 0) + int(passed)
                 body = orjson.dumps({"classes": classes}, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
                 atomic_write(self.path, body + b"\n")
-        except (OSError, LockTimeout) as exc:  # a record is a hint: never worth failing an attempt
+        except (OSError, LockTimeout, AttributeError, TypeError) as exc:  # a hint, maybe hand-edited: never fatal
             log.warning("cannot update %s: %s", self.path, exc)
+
+
+def _count(counts: object, choice: str, key: str) -> int:
+    """One number of the record; 0 where a hand-edited file holds something else."""
+    entry = counts.get(choice) if isinstance(counts, dict) else None
+    value = entry.get(key) if isinstance(entry, dict) else None
+    return value if isinstance(value, int) and value >= 0 else 0
