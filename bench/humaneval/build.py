@@ -128,8 +128,10 @@ def is_built(repo_dir: Path) -> bool:
     return (repo_dir / ".git").is_dir() and (repo_dir / ".openagents" / "project.json").is_file()
 
 
-def build_repo(problem: Problem, repo_dir: Path, config: dict[str, Any], checks_dir: Path) -> Path:
-    """The problem's repository at `repo_dir`, built afresh: whatever was there is replaced."""
+def build_repo(problem: Problem, repo_dir: Path, config: dict[str, Any], checks_dir: Path,
+               memory: dict[str, str] | None = None) -> Path:
+    """The problem's repository at `repo_dir`, built afresh: whatever was there is replaced.
+    `memory`: files of `.openagents/memory/` it starts with, by name."""
     check = write_check(problem, checks_dir)
     scratch = repo_dir.with_name(f".building-{repo_dir.name}")
     shutil.rmtree(scratch, ignore_errors=True)  # left by a run killed while building
@@ -144,6 +146,7 @@ def build_repo(problem: Problem, repo_dir: Path, config: dict[str, Any], checks_
         ".openagents/tasks.jsonl": orjson.dumps(task_record(problem)).decode() + "\n",
         ".openagents/project.json": orjson.dumps(config, option=orjson.OPT_INDENT_2).decode() + "\n",
     }
+    files.update({f".openagents/memory/{name}": text for name, text in (memory or {}).items()})
     for name, text in files.items():
         path = scratch / name
         path.parent.mkdir(parents=True, exist_ok=True)

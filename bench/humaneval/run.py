@@ -50,6 +50,7 @@ from bench.humaneval.options import RunOptions
 from bench.humaneval.problems import Problem, ProblemError, dataset_info, load_problems, parse_ids, select
 from bench.humaneval.report import write_markdown
 from bench.humaneval.results import ModeRecord, ModeSettings, ProblemResult, ResultFile, result_from_repo
+from bench.humaneval.shared_record import SharedRecord, memory_name
 from orchestrator.batch.engine import Budget, OvernightOptions, RepoReport, run_overnight_async
 from orchestrator.session import Overrides
 from reflection.llm import LiteLLMModel, ModelError
@@ -153,6 +154,7 @@ class ModeRun:
         )
         self.stop_reason: str | None = None
         self.unfinished_in_a_row = 0
+        self.choices = SharedRecord(options.work / mode.name / "retry-choices.json")
 
     async def run(self) -> None:
         pending = [p for p in self.options.problems if p.task_id not in self.record.problems]
@@ -186,7 +188,8 @@ class ModeRun:
             if kept is not None:
                 self._keep(problem, kept)
                 return
-        await anyio.to_thread.run_sync(build_repo, problem, repo, self.config, checks)
+        seeded = self.choices.seed()
+        await anyio.to_thread.run_sync(build_repo, problem, repo, self.config, checks, {memory_name(): seeded})
         started = time.monotonic()
         report = await self._overnight(repo)
         wall = time.monotonic() - started
@@ -194,6 +197,7 @@ class ModeRun:
             self.stop_reason = f"overnight refused {repo}: {report.refused}"
             return
         result = await anyio.to_thread.run_sync(result_from_repo, repo, problem.slug, wall)
+        self.choices.add_back(repo, seeded)
         if result is None:
             self._unfinished(problem, report)
             return
