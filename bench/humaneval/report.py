@@ -25,7 +25,7 @@ SUMMARY_HEAD = (
     ["mode", "finished"]
     + [f"after {k}" for k in range(1, MAX_ATTEMPTS + 1)]
     + ["reflections", "model calls", "input tokens", "output tokens", "tokens per solved",
-       "at cache prices", "calls per solved", "cost", "wall"]
+       "at cache prices", "lessons aside", "calls per solved", "cost", "wall"]
 )
 
 
@@ -62,6 +62,7 @@ def summary_row(summary: ModeSummary, name: str | None = None) -> list[str]:
         f"{summary.output_tokens:,}",
         per_solved(summary.tokens_per_solved),
         per_solved(summary.tokens_per_solved_cached),
+        per_solved(summary.tokens_per_solved_lessons_aside),
         DASH if summary.calls_per_solved is None else f"{summary.calls_per_solved:.1f}",
         cost_text(summary.cost_usd, summary.calls),
         duration(summary.wall_s),
@@ -130,7 +131,9 @@ def render(results: ResultFile) -> str:
             table(SUMMARY_HEAD, summaries),
             ("`at cache prices`: tokens per solved with the input a prompt cache serves priced at "
              f"{CACHED_PRICE:g} of a fresh token: the cached tokens the provider reported, else each "
-             "prompt's start that an earlier prompt of the same problem began with."),
+             "prompt's start that an earlier prompt of the same problem began with. `lessons aside`: "
+             "tokens per solved without the calls made after a task ended (its outcome reflection, "
+             "a lesson for later tasks; HumanEval's problems share none)."),
             "Edit replies: the share goldenloop could apply (first attempts, then every reply, "
             "re-asks included), the formats asked for, and retries that gave back a failed "
             "attempt's code (asked again; still the same, so counted as a failed attempt):",

@@ -25,6 +25,7 @@ from reflection.schema import CamelModel, utc_now
 FORMAT = "goldenloop-humaneval/1"
 PASSING = ("passed", "flaky", "preexisting")  # attempt outcomes the loop commits
 FINISHED = ("closed", "blocked")  # task statuses that end a problem
+TASK_ENDS = ("task_closed", "task_blocked")  # the run log's events for them
 
 
 class ProblemResult(CamelModel):
@@ -57,6 +58,9 @@ class ProblemResult(CamelModel):
     # Tokens (input + output) of each attempt, its re-asks and its reflection included, in
     # order: what the problem had spent by attempt k, for comparing modes at equal tokens.
     attempt_tokens: list[int] = Field(default_factory=list)
+    # Tokens of the calls after the task ended: its outcome reflection, a lesson for later
+    # tasks (in the totals, and in the last attempt's tokens above).
+    lesson_tokens: int = 0
 
     @property
     def tokens(self) -> int:
@@ -171,6 +175,7 @@ def _attempt_reflections(path: Path) -> int:
 def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:
     """Sum the model calls, edit replies and re-asks of every run log of the repository."""
     not_applied = before = 0  # before: tokens of calls before the first attempt (a plan)
+    ended = False  # the task closed or blocked: later calls write its lessons
     for path in sorted((repo_dir / ".openagents" / "runs").glob("*.jsonl")):
         for line in path.read_bytes().splitlines():
             try:
@@ -182,6 +187,7 @@ def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:
             result.repeats_asked_again += kind == "repeat" and event.get("action") == "asked again"
             if kind == "attempt_started":
                 result.attempt_tokens.append(0)
+            ended = ended or kind in TASK_ENDS
             if kind != "model_call":
                 continue
             result.replies += event.get("purpose") == "execute"
@@ -190,6 +196,7 @@ def _add_run_events(result: ProblemResult, repo_dir: Path) -> None:
             result.input_tokens += tokens[0]
             result.cached_tokens += _cached(event, tokens[0])
             result.output_tokens += tokens[1]
+            result.lesson_tokens += sum(tokens) if ended else 0
             if result.attempt_tokens:
                 result.attempt_tokens[-1] += sum(tokens)
             else:
@@ -231,6 +238,7 @@ class ModeSummary(CamelModel):
     input_tokens: int
     output_tokens: int
     cached_tokens: int = 0
+    lesson_tokens: int = 0  # of the tokens, those of the tasks' outcome reflections
     solved: int  # problems passed at any attempt
     cost_usd: float | None
     wall_s: float
@@ -254,6 +262,13 @@ class ModeSummary(CamelModel):
             return None
         fresh = self.input_tokens - self.cached_tokens
         return (fresh + CACHED_PRICE * self.cached_tokens + self.output_tokens) / self.solved
+
+    @property
+    def tokens_per_solved_lessons_aside(self) -> float | None:
+        """Tokens per solved without the tasks' outcome reflections: what solving cost, the
+        lessons written for later tasks aside (a mode without reflexion writes none)."""
+        tokens = self.input_tokens + self.output_tokens - self.lesson_tokens
+        return tokens / self.solved if self.solved else None
 
     @property
     def calls_per_solved(self) -> float | None:
@@ -285,6 +300,7 @@ def summarize(results: ResultFile, mode: str, max_attempts: int = 4) -> ModeSumm
         input_tokens=sum(r.input_tokens for r in rows),
         output_tokens=sum(r.output_tokens for r in rows),
         cached_tokens=sum(r.cached_tokens for r in rows),
+        lesson_tokens=sum(r.lesson_tokens for r in rows),
         solved=sum(r.passed_at is not None for r in rows),
         cost_usd=cost,
         wall_s=record.wall_s,

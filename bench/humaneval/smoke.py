@@ -42,6 +42,18 @@ REFLECTION = {
     "confidence": 0.7,
 }
 
+# What a model writes when asked for a task's outcome reflection: every field of a failed
+# and a success record, so the one reply serves both.
+OUTCOME = {
+    "whatHappened": "The function kept returning None, so every check failed.",
+    "whatWentWrong": "solution.py returned None instead of computing the value.",
+    "whyItWentWrong": "Wrong strategy: the body was never written.",
+    "whatToDoDifferently": "Write the algorithm the docstring describes before returning.",
+    "tacticalRule": "Never return a placeholder from a function the tests call.",
+    "strategy": "Implement the docstring's algorithm directly.",
+    "whyItWorked": "It computed the value the checks compare against.",
+}
+
 
 def roles(problems: list[Problem]) -> dict[str, Role]:
     return {p.task_id: role for p, role in zip(problems, ROLES, strict=True)}
@@ -57,7 +69,7 @@ def _control_reply(problem: Problem, body: str) -> str:
 
 def script_replies(problems: list[Problem]) -> list[dict[str, object]]:
     """Scripted replies; `times: null` because every mode asks the same questions."""
-    replies: list[dict[str, object]] = []
+    replies: list[dict[str, object]] = [{"match": "## How the task ended", "reply": json.dumps(OUTCOME), "times": None}]
     for problem in problems:
         asked = f"# Task {problem.slug}:"  # the first line of every attempt prompt
         right = _file_reply(solution_text(problem, problem.canonical_solution))

@@ -107,12 +107,18 @@ def test_smoke_run_builds_repos_runs_every_mode_and_writes_the_table(tmp_path):
     verdicts = [e for e in run_events_of(tmp_path / "work" / "reflexion" / "HumanEval-3") if e["event"] == "verdict"]
     assert len(verdicts) == 1  # the repeats were never tested again
 
-    # Metering: every attempt, re-ask and reflection is a priced model call.
+    # Metering: every attempt, re-ask and reflection (the task's outcome reflection too) is a
+    # priced model call.
     reflexion = results.modes["reflexion"].problems
-    assert sum(r.calls for r in reflexion.values()) == 3 + (1 + 1 + 3 * 2) + (2 + 1)
+    assert sum(r.calls for r in reflexion.values()) == 3 + (1 + 1 + 3 * 2 + 1) + (2 + 1 + 1)
     # Every reply was applicable: the first ones, and all of them.
     assert all(r.first_applied and r.replies_applied == r.replies for r in reflexion.values())
     assert all(r.cost_usd and r.cost_usd > 0 and r.input_tokens > 0 for r in reflexion.values())
+    # The two problems that needed retries end with their outcome reflection: a lesson for
+    # later tasks, counted apart; modes without reflexion write none.
+    assert {k: r.lesson_tokens > 0 for k, r in reflexion.items()} == {
+        p.task_id: p.task_id in (NEVER, WITH_REFLECTION) for p in PROBLEMS}
+    assert all(r.lesson_tokens == 0 for m in ("single", "raw", "resample") for r in results.modes[m].problems.values())
 
     # The JSON result file and the markdown table with one column per attempt.
     saved = json.loads(options.results_path.read_text())
