@@ -87,7 +87,7 @@ def kill(process: subprocess.Popen[str]) -> None:
 def alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone, or gone while read
         return False
 
 

@@ -451,7 +451,7 @@ def alive(pid: int) -> bool:
     stat = Path(f"/proc/{pid}/stat")
     try:
         return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is not running
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone, or gone while read
         return False
 
 

@@ -178,7 +178,7 @@ def query(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone, or gone while read
         return False
     return state != "Z"
 

@@ -210,8 +210,10 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split()[2] != "Z"  # a zombie is not running
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is not running
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone, or gone while read
+        return False
 
 
 def test_edit_escaping_the_repository_is_refused(git_repo, tmp_path):
