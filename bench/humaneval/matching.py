@@ -75,6 +75,6 @@ def _matched(results: ResultFile, budget_name: str) -> list[Matched]:
                 sum(budget_mode.problems[p].passed_at is not None for p in both), budget),
         Matched(sampled_mode.settings.label, len(both),
                 sum(r.passed_at is not None for r in sampled), sum(r.tokens for r in sampled)),
-        Matched(f"{sampled_mode.settings.label}, within {budget_mode.settings.label}' tokens", len(both),
+        Matched(f"{sampled_mode.settings.label}, within the tokens of {budget_mode.settings.label}", len(both),
                 capped_solved, capped_spent),
     ]

@@ -146,7 +146,7 @@ def test_smoke_run_builds_repos_runs_every_mode_and_writes_the_table(tmp_path):
     assert len([e for e in run_events_of(resample_repo) if e["event"] == "fresh_retry"]) == 3
     assert "| fresh samples (resampling) | 5/5 | 60.0% (3) | 60.0% (3) |" in table
     assert "## Repair against resampling at equal tokens" in table
-    assert re.search(r"\| fresh samples \(resampling\), within reflexion retries' tokens \| 3/5 \|", table)
+    assert re.search(r"\| fresh samples \(resampling\), within the tokens of reflexion retries \| 3/5 \|", table)
 
     # Run again: every problem is finished, so nothing runs and nothing changes.
     logs_before = run_logs(tmp_path / "work")
