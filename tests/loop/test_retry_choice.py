@@ -43,7 +43,7 @@ def test_a_rule_that_passed_once_keeps_its_place(tmp_path: Path) -> None:
     assert choices.choose("far_off")[0] == "resample"
 
 
-def test_a_hand_edited_record_is_read_as_empty_and_written_over(tmp_path: Path) -> None:
+def test_a_hand_edited_record_is_read_as_empty_and_its_odd_entries_left_alone(tmp_path: Path) -> None:
     choices = record_with(tmp_path, {"crash": {"repair": "three"}, "far_off": ["x"]})
     assert choices.choose("crash")[0] == "repair"
     assert choices.choose("far_off")[0] == "resample"
