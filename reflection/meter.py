@@ -105,13 +105,16 @@ class Meter:
 
     def tokens_text(self) -> str:
         """"1284 tokens in (900 cached), 88 out": the cached part only where a provider said it."""
-        if self.cache_reported:
-            cached = f"{self.cached_tokens} cached" + ("" if self.cache_reported >= self.requests else
-                                                       f" in the {self.cache_reported} call(s) that said")
-        else:
-            cached = "cache not reported"
+        cached = cached_words(self.cached_or_none)
+        if 0 < self.cache_reported < self.requests:
+            cached += f" in the {self.cache_reported} call(s) that said"
         inside = f" ({cached})" if self.calls else ""
         return f"{self.input_tokens} tokens in{inside}, {self.output_tokens} out"
+
+    @property
+    def cached_or_none(self) -> int | None:
+        """The cached input tokens; None when no call's provider said (priced in full)."""
+        return self.cached_tokens if self.cache_reported else None
 
     def cost_text(self) -> str:
         if self.calls == 0:
@@ -133,6 +136,11 @@ class Meter:
 
 _COUNTS = ("calls", "input_tokens", "output_tokens", "errors", "agent_runs", "requests", "unreported_runs",
            "cached_tokens", "cache_reported")
+
+
+def cached_words(cached: int | None) -> str:
+    """"900 cached", or "cache not reported" (None: no provider said, so it was priced in full)."""
+    return "cache not reported" if cached is None else f"{cached} cached"
 
 
 def _no_noise(cost: float | None) -> float | None:

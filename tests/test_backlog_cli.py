@@ -329,5 +329,30 @@ def test_show_tells_each_attempts_tokens_and_cost_and_the_tasks_total(git_repo, 
     assert goldenloop(repo, "show", "T-1") == 0
 
     out = capsys.readouterr().out
-    assert len(re.findall(r"\n      tokens \d+ in, \d+ out, cost \$0\.\d{4}", out)) == 2
-    assert re.search(r"\n  spent: \d+ tokens in, \d+ out, cost \$0\.\d{4} over 2 attempt\(s\)", out)
+    # The scripted model here says nothing of a prompt cache: priced in full, and said so.
+    assert len(re.findall(r"\n      tokens \d+ in \(cache not reported\), \d+ out, cost \$0\.\d{4}", out)) == 2
+    assert re.search(r"\n  spent: \d+ tokens in \(cache not reported\), \d+ out, cost \$0\.\d{4} "
+                     r"over 2 attempt\(s\)", out)
+
+
+def test_show_tells_what_a_prompt_cache_served_each_attempt_and_the_task(git_repo, capsys) -> None:
+    from projects import WRONG_ADD, do_one_task, goldenloop, make_project
+
+    fix_abs = "calc.py\n<<<<<<< SEARCH\n    return abs(a) + abs(b)\n=======\n    return a + b\n>>>>>>> REPLACE\n"
+    replies = [{"match": "Task T-1", "reply": WRONG_ADD}, {"match": "Task T-1", "reply": fix_abs}]
+    repo = make_project(git_repo, replies, config={"reflexion": {"useLLM": False}},
+                        script_extra={"promptCache": True})
+    assert do_one_task(repo) == 0
+    capsys.readouterr()
+
+    assert goldenloop(repo, "show", "T-1") == 0
+
+    out = capsys.readouterr().out
+    # The retry continues the first attempt's chat, so the cache serves its start.
+    first, retry = (int(n) for n in re.findall(r"\n      tokens \d+ in \((\d+) cached\), \d+ out", out))
+    assert first == 0 and retry > 0
+    assert re.search(rf"\n  spent: \d+ tokens in \({retry} cached\), \d+ out, .* over 2 attempt\(s\)", out)
+
+    assert goldenloop(repo, "history", "T-1") == 0
+    journey = capsys.readouterr().out
+    assert [int(n) for n in re.findall(r"Tokens \d+ in \((\d+) cached\) / \d+ out", journey)] == [first, retry]

@@ -18,6 +18,7 @@ import orjson
 
 from orchestrator.layout import Layout, find_project, safe_name
 from orchestrator.tasks import Task, TaskBoard, TaskFileError, waiting_on
+from reflection.meter import cached_words
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 4
 RECENT_CLOSED = 5  # closed tasks `list` shows without --all
@@ -201,6 +202,8 @@ def _subtasks(project: Path, task_id: str) -> list[dict[str, Any]]:
                 attempt["score"] = round(kept.version.evaluation.overall_score, 4)
                 attempt["costUsd"] = used.cost_usd
                 attempt["inputTokens"], attempt["outputTokens"] = used.input_tokens, used.output_tokens
+                if "cachedTokens" in kept.extra:
+                    attempt["cachedTokens"] = kept.extra["cachedTokens"]
             attempts.append(attempt)
         found.append({**subtask.to_dict(), "attempts": attempts})
     return found
@@ -271,14 +274,24 @@ def _attempt_line(attempt: dict[str, Any]) -> str:
     summary = _short(str(attempt.get("summary", "")), 160)
     line = f"    attempt {attempt.get('number')}: {attempt.get('outcome')}{score}  {summary}".rstrip()
     if "inputTokens" in attempt:
-        line += f"\n      tokens {_count(attempt['inputTokens'])} in, {_count(attempt['outputTokens'])} out, " \
-                f"cost {_cost(attempt.get('costUsd'))}"
+        line += f"\n      tokens {_count(attempt['inputTokens'])} in{_cached(attempt)}, " \
+                f"{_count(attempt['outputTokens'])} out, cost {_cost(attempt.get('costUsd'))}"
     parts = attempt.get("verdict")
     return f"{line}\n      verdict: {verdict_cell(parts)}" if parts else line
 
 
 def _count(tokens: int | None) -> str:
     return "unknown" if tokens is None else str(tokens)
+
+
+def _cached(*attempts: dict[str, Any]) -> str:
+    """" (900 cached)" over the attempts whose providers said, " (cache not reported)" where
+    none did; nothing for histories kept before cached tokens were."""
+    said = [a["cachedTokens"] for a in attempts if "cachedTokens" in a]
+    if not said:
+        return ""
+    reported = [n for n in said if n is not None]
+    return f" ({cached_words(sum(reported) if reported else None)})"
 
 
 def _cost(cost: float | None) -> str:
@@ -294,7 +307,8 @@ def _spent(subtasks: list[dict[str, Any]]) -> str | None:
     total_out = sum(a["outputTokens"] or 0 for a in kept)
     costs = [a.get("costUsd") for a in kept]
     cost = None if any(c is None for c in costs) else sum(costs)
-    return f"  spent: {total_in} tokens in, {total_out} out, cost {_cost(cost)} over {len(kept)} attempt(s)"
+    return (f"  spent: {total_in} tokens in{_cached(*kept)}, {total_out} out, cost {_cost(cost)} "
+            f"over {len(kept)} attempt(s)")
 
 
 # -- reopen / retry -----------------------------------------------------------------------

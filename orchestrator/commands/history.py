@@ -17,6 +17,7 @@ import orjson
 
 from orchestrator.layout import find_project
 from orchestrator.loop.attempt_history import StoredAttempt, read_attempts
+from reflection.meter import cached_words
 from reflection.pattern.history import select_best
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -103,6 +104,7 @@ def _attempt_lines(a: StoredAttempt) -> list[str]:
         lines.append("    Issues: " + "; ".join(e.issues))
     usage = a.version.token_usage
     cost = "unknown" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
-    lines.append(f"    Tokens {usage.input_tokens or 0} in / {usage.output_tokens or 0} out, cost {cost}, "
+    cached = f" ({cached_words(x['cachedTokens'])})" if "cachedTokens" in x else ""
+    lines.append(f"    Tokens {usage.input_tokens or 0} in{cached} / {usage.output_tokens or 0} out, cost {cost}, "
                  f"{x.get('durationS') or 0:.1f} s")
     return lines

@@ -83,6 +83,8 @@ def attempt_version(record: AttemptRecord, verdict: Verdict | None, review: Revi
              "durationS": record.duration_s, "commit": subtask.commit if record.outcome in PASSING else None,
              "modelCalls": spent.calls, "reviewSource": review.source if review else None,
              "base": subtask.base_commit}  # what the patch applies to
+    if spent.calls:  # None: no provider said what its cache served (absent in histories before it was kept)
+        extra["cachedTokens"] = spent.cached_or_none
     usage = Usage(input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
                   cost_usd=spent.cost_usd if spent.calls else 0.0)
     return ReflectionVersion(iteration=record.number, output="", evaluation=evaluation, improvements_applied=list(asked),

@@ -100,6 +100,7 @@ def test_a_poor_passing_attempt_is_revised_and_the_better_one_committed(git_repo
     assert f"Iteration 2: Score {second['score']:.2f}  passed" in journey
     assert "Asked to improve: Remove the bare except around the sum in add" in journey
     assert "error_handling: 0.20 (llm)" in journey and "Best version: attempt 2" in journey
+    assert journey.count(" in (cache not reported) / ") == 2  # the scripted model says nothing of a cache
 
     assert main(["history", "T-1", "--dir", str(repo), "--patch", "1"]) == 0
     patch = capsys.readouterr().out
