@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from orchestrator.runlog import Event, Listener
+from reflection.meter import cached_words
 
 REFRESH_PER_S = 2
 
@@ -28,6 +29,8 @@ class LiveStatus(AbstractContextManager):
         self.doing = "opening the repository"
         self.since = time.monotonic()
         self.tokens = 0
+        self.cached: int | None = None  # None until a provider says what its cache served
+        self.calls = 0
         self.worker = ""
         self.live = Live(console=Console(), refresh_per_second=REFRESH_PER_S, transient=True,
                          get_renderable=self.render, redirect_stdout=True, redirect_stderr=True)
@@ -50,7 +53,9 @@ class LiveStatus(AbstractContextManager):
         from rich.text import Text
 
         waited = int(time.monotonic() - self.since)
-        return Text(f"  … {self.doing} · {waited // 60}:{waited % 60:02d} · {self.tokens} tokens so far", style="dim")
+        cached = f" ({cached_words(self.cached)})" if self.calls else ""
+        return Text(f"  … {self.doing} · {waited // 60}:{waited % 60:02d} · {self.tokens} tokens so far{cached}",
+                    style="dim")
 
     def _doing(self, e: Event) -> str | None:
         kind = e.get("event")
@@ -61,6 +66,9 @@ class LiveStatus(AbstractContextManager):
             return f"attempt {e.get('number', e.get('attempt'))}: waiting for {self.worker}"
         if kind == "model_call":
             self.tokens += (e.get("inputTokens") or 0) + (e.get("outputTokens") or 0)
+            self.calls += 1
+            if e.get("cachedTokens") is not None:
+                self.cached = (self.cached or 0) + e["cachedTokens"]
             if e.get("purpose") == "execute":  # the attempt's edit is made: its checks run next
                 return "the checks on the attempt"
             return f"the model ({e.get('purpose')})"

@@ -73,8 +73,6 @@ def test_report_writes_the_latest_page_again_and_opens_it(git_repo: Path, tmp_pa
 
 
 def test_the_overnight_board_clock_ticks_between_events(monkeypatch) -> None:
-    from rich.console import Console
-
     from orchestrator.batch import display
 
     now = [1000.0]
@@ -83,7 +81,26 @@ def test_the_overnight_board_clock_ticks_between_events(monkeypatch) -> None:
     shown = []
     for later in (0.0, 83.0):  # no event between the two refreshes
         now[0] = 1000.0 + later
-        console = Console(record=True, width=200)
-        console.print(board.live.renderable)
-        shown.append(console.export_text())
+        shown.append(board_text(board))
     assert " 0:00 " in shown[0] and " 1:23 " in shown[1]
+
+
+def board_text(board: object) -> str:
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(board.live.renderable)
+    return console.export_text()
+
+
+def test_the_overnight_board_says_what_a_prompt_cache_served_and_when_none_was_reported() -> None:
+    from orchestrator.batch import display
+
+    silent, caching = display.LiveDisplay(), display.LiveDisplay()
+    assert "0 tokens · " in board_text(silent)  # no call yet: nothing to say of a cache
+    for board, cached in ((silent, None), (caching, 0), (caching, 900)):
+        board({"event": "model_call", "taskId": "T-1", "inputTokens": 1000, "outputTokens": 100,
+               "costUsd": 0.001, "cachedTokens": cached})
+
+    assert "1100 tokens (cache not reported) · " in board_text(silent)
+    assert "2200 tokens (900 cached) · " in board_text(caching)
