@@ -125,8 +125,9 @@ class FleetLedger:
         if self.row_id is not None and delta:
             m = self.meter
             conn.execute("UPDATE goldenloop_outcomes SET cost = coalesce(cost, 0) + %s, calls = %s, input_tokens = %s,"
-                         " output_tokens = %s WHERE id = %s",
-                         (delta, m.calls, m.input_tokens, m.output_tokens, self.row_id))
+                         " output_tokens = %s, cached_tokens = %s, cache_reported = %s WHERE id = %s",
+                         (delta, m.calls, m.input_tokens, m.output_tokens, m.cached_tokens, m.cache_reported,
+                          self.row_id))
 
     def release(self, call: CallBound) -> None:
         with self._lock:

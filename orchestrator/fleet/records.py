@@ -99,11 +99,13 @@ class OutcomeRow:
     title: str = ""
     story: list[str] = field(default_factory=list)
     escalation: str | None = None
+    cached_tokens: int = 0
+    cache_reported: int = 0  # the calls whose provider said what its cache served
 
 
 _OUTCOME_COLUMNS = ("id, run_id, repo, repo_key, task_id, job_id, worker, status, reason, attempts, reflections, "
                     "commits, calls, input_tokens, output_tokens, cost, duration_s, started_at, finished_at, title, "
-                    "story, escalation")
+                    "story, escalation, cached_tokens, cache_reported")
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,7 @@ def finish(db: Database, row_id: int, outcome: TaskOutcome | None, *, status: st
         "status": status or o.status, "reason": reason if reason is not None else o.reason,
         "attempts": o.attempts, "reflections": o.reflections, "commits": orjson.dumps(o.commits).decode(),
         "calls": m.calls, "input_tokens": m.input_tokens, "output_tokens": m.output_tokens,
+        "cached_tokens": m.cached_tokens, "cache_reported": m.cache_reported,
         "cost": m.cost_usd if m.calls else 0.0, "duration_s": round(o.duration_s, 3),
         "story": orjson.dumps(story or []).decode(), "escalation": str(o.escalation) if o.escalation else None,
         **({"title": title} if title is not None else {}),

@@ -214,7 +214,10 @@ def total_meter(rows: Sequence[OutcomeRow]) -> Meter:
 
 
 def _meter(r: OutcomeRow) -> Meter:
-    return Meter(r.calls, r.input_tokens, r.output_tokens, r.cost)
+    # A row keeps calls, not model requests: whether every call said what its cache served is
+    # told against the calls.
+    return Meter(r.calls, r.input_tokens, r.output_tokens, r.cost, requests=r.calls, cached_tokens=r.cached_tokens,
+                 cache_reported=r.cache_reported)
 
 
 def _packet(path: str | None) -> str | None:

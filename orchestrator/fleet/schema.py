@@ -8,7 +8,9 @@ Ours (`goldenloop_*`, versioned by `reflection.postgres.connection.apply_schema`
   cost and what it went through; the morning report is written from them;
 - `goldenloop_run_repositories` (version 2): the repositories a run was given, so that
   its report covers each one's backlog, even a repository none of whose tasks ran;
-  `goldenloop_runs.cancelled_at` (version 2): set by `goldenloop fleet cancel`.
+  `goldenloop_runs.cancelled_at` (version 2): set by `goldenloop fleet cancel`;
+- `goldenloop_outcomes.cached_tokens` and `cache_reported` (version 3): the input tokens a
+  prompt cache served, over the calls whose provider said (0 calls: not reported).
 
 Procrastinate's own schema is applied as its package ships it when `procrastinate_jobs`
 does not exist yet, under an advisory lock, so that workers starting together apply it
@@ -85,6 +87,10 @@ MIGRATIONS = [
         added bigserial,  -- the order they were given in
         PRIMARY KEY (run_id, repo_key)
     );
+    """,
+    """
+    ALTER TABLE goldenloop_outcomes ADD COLUMN cached_tokens integer NOT NULL DEFAULT 0;
+    ALTER TABLE goldenloop_outcomes ADD COLUMN cache_reported integer NOT NULL DEFAULT 0;
     """,
 ]
 
