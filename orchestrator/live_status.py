@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from orchestrator.runlog import Event, Listener
-from reflection.meter import cached_words
+from reflection.meter import Meter
 
 REFRESH_PER_S = 2
 
@@ -28,9 +28,7 @@ class LiveStatus(AbstractContextManager):
         self.listener = listener
         self.doing = "opening the repository"
         self.since = time.monotonic()
-        self.tokens = 0
-        self.cached: int | None = None  # None until a provider says what its cache served
-        self.calls = 0
+        self.meter = Meter()  # the model calls seen so far
         self.worker = ""
         self.live = Live(console=Console(), refresh_per_second=REFRESH_PER_S, transient=True,
                          get_renderable=self.render, redirect_stdout=True, redirect_stderr=True)
@@ -53,9 +51,9 @@ class LiveStatus(AbstractContextManager):
         from rich.text import Text
 
         waited = int(time.monotonic() - self.since)
-        cached = f" ({cached_words(self.cached)})" if self.calls else ""
-        return Text(f"  … {self.doing} · {waited // 60}:{waited % 60:02d} · {self.tokens} tokens so far{cached}",
-                    style="dim")
+        m = self.meter
+        return Text(f"  … {self.doing} · {waited // 60}:{waited % 60:02d} · "
+                    f"{m.input_tokens + m.output_tokens} tokens so far{m.cache_note()}", style="dim")
 
     def _doing(self, e: Event) -> str | None:
         kind = e.get("event")
@@ -65,10 +63,8 @@ class LiveStatus(AbstractContextManager):
             self.worker = e.get("executor") or "the model"
             return f"attempt {e.get('number', e.get('attempt'))}: waiting for {self.worker}"
         if kind == "model_call":
-            self.tokens += (e.get("inputTokens") or 0) + (e.get("outputTokens") or 0)
-            self.calls += 1
-            if e.get("cachedTokens") is not None:
-                self.cached = (self.cached or 0) + e["cachedTokens"]
+            self.meter.add_call(e.get("inputTokens"), e.get("outputTokens"), e.get("costUsd"),
+                                agent=bool(e.get("agent")), requests=e.get("requests"), cached=e.get("cachedTokens"))
             if e.get("purpose") == "execute":  # the attempt's edit is made: its checks run next
                 return "the checks on the attempt"
             return f"the model ({e.get('purpose')})"

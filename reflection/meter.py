@@ -105,11 +105,16 @@ class Meter:
 
     def tokens_text(self) -> str:
         """"1284 tokens in (900 cached), 88 out": the cached part only where a provider said it."""
+        return f"{self.input_tokens} tokens in{self.cache_note()}, {self.output_tokens} out"
+
+    def cache_note(self) -> str:
+        """" (900 cached)", " (cache not reported)", or nothing before the first call."""
+        if not self.calls:
+            return ""
         cached = cached_words(self.cached_or_none)
         if 0 < self.cache_reported < self.requests:
             cached += f" in the {self.cache_reported} call(s) that said"
-        inside = f" ({cached})" if self.calls else ""
-        return f"{self.input_tokens} tokens in{inside}, {self.output_tokens} out"
+        return f" ({cached})"
 
     @property
     def cached_or_none(self) -> int | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.render import HumanLines, JsonLines, attempt_words, verdict_mark
 from orchestrator.runlog import Event, Listener
-from reflection.meter import Meter, cached_words
+from reflection.meter import Meter
 
 if TYPE_CHECKING:
     from orchestrator.batch.engine import Budget
@@ -92,10 +92,9 @@ class LiveDisplay(AbstractContextManager):
 
         waited = int(time.monotonic() - self.started)
         m = self.meter
-        cached = f" ({cached_words(m.cached_or_none)})" if m.calls else ""
         status = Text(
             f"goldenloop overnight: done {self.done} · blocked {self.blocked} · running {len(self.running)} · "
-            f"{waited // 60}:{waited % 60:02d} · {m.input_tokens + m.output_tokens} tokens{cached} · "
+            f"{waited // 60}:{waited % 60:02d} · {m.input_tokens + m.output_tokens} tokens{m.cache_note()} · "
             f"{self.meter.cost_text()}",
             style="bold",
         )
